@@ -1,0 +1,67 @@
+"""``lookout restore``: put back everything lookout cleared, from the saved-output store."""
+
+from __future__ import annotations
+
+import click
+
+from lookout_cli.jsonl import Record
+from lookout_cli.options import Run, filter_options
+from lookout_cli.saved import MARKER, restore_lines
+
+
+@click.command(epilog="""\b
+Examples:
+  lookout compact session.jsonl | lookout restore > original.jsonl
+  lookout restore -i session.jsonl          # undo clearing in place
+  lookout restore --check session.jsonl     # exit 1 if anything could be restored
+
+Streams line by line. A line that a lookout command changed carries a marker naming its
+original bytes in the store; restore writes those bytes back (following nested changes).
+With nothing to restore, restore is an exact identity filter.
+""")
+@filter_options(side_effects=True)
+def restore(run: Run) -> None:
+    """Put cleared tool output, images and dropped turns back from the saved files."""
+    marker = MARKER.encode()
+    restored = missing = 0
+    output: list[Record] = []
+    with run.writer() if not run.in_place else _collect(output) as writer:
+        for record in run.records():
+            if marker not in record.raw:
+                writer.write(record)
+                continue
+            lines = restore_lines(run.store, record.raw)
+            if lines == [record.raw]:
+                missing += 1
+                writer.write(record)
+                continue
+            restored += 1
+            for line in lines:
+                writer.write(record if run.dry_run else Record(record.lineno, line))
+    if run.in_place and restored and not run.dry_run:
+        with run.writer() as writer:
+            writer.write_all(output)
+    if missing:
+        run.warn(f"{missing} line(s) name saved content that is not in {run.store.root}")
+    run.say(f"restore: {restored} line(s) {'would be ' if run.dry_run else ''}restored")
+    run.write_report({"command": "restore", "restored": restored, "missing": missing})
+    if run.check and restored:
+        from lookout_cli.errors import CheckFailed
+
+        raise CheckFailed("restore: lines would be restored")
+
+
+class _collect:
+    """A writer that keeps records in memory, for -i (the input is still being read)."""
+
+    def __init__(self, sink: list[Record]) -> None:
+        self.sink = sink
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def write(self, record: Record) -> None:
+        self.sink.append(record)

@@ -1,0 +1,80 @@
+"""Clearing a part of the context without losing it: save first, then leave a placeholder.
+
+``compact`` (prune, clamp, shorten) and ``clear-images`` both go through here, so every cleared
+part is saved the same way and ``lookout restore`` can put every one of them back.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+from lookout_cli.formats import Transcript
+from lookout_cli.saved import MARKER, Saved, SavedStore, placeholder
+from lookout_cli.view import IMAGE, Item
+
+
+@dataclass(slots=True)
+class Cleared:
+    item: Item
+    content: Saved  # the cleared content, for the agent to read again
+    text: str  # the placeholder now in its place
+    nbytes: int  # bytes removed from the context
+
+
+def is_cleared(item: Item) -> bool:
+    """True when a part already holds a lookout placeholder (clearing it again changes nothing)."""
+    return MARKER in item.text or item.text.startswith("[lookout cleared")
+
+
+def save_record(store: SavedStore, item: Item) -> Saved | None:
+    """Save the original line the item lives in (once per line), for ``lookout restore``."""
+    raw = item.record.raw
+    if raw is None:  # a line lookout itself added in this run has nothing to restore
+        return None
+    return store.put(raw, "record", call_id=item.call_id, tool=item.tool)
+
+
+def clear_item(store: SavedStore, transcript: Transcript, item: Item, what: str, tokens: int | None = None) -> Cleared:
+    """Save an item's content and its original line, then replace the content with a placeholder."""
+    original = save_record(store, item)
+    if item.kind == IMAGE and item.image is not None and item.image.data:
+        try:
+            data = base64.b64decode(item.image.data, validate=False)
+        except (binascii.Error, ValueError):
+            data = item.image.data.encode()
+        content = store.put(data, item.image.media_type or "image/png", tool=item.tool, call_id=item.call_id)
+        text = placeholder(what, content, original, tokens=tokens)
+        nbytes = len(item.image.data)
+    else:
+        data = item.text.encode("utf-8", "surrogatepass")
+        content = store.put(data, "text", tool=item.tool, call_id=item.call_id, tokens=tokens)
+        text = placeholder(what, content, original, tokens=tokens, lines=(1, item.text.count("\n") + 1))
+        nbytes = len(data)
+    transcript.adapter.replace_content(transcript, item, text)
+    return Cleared(item, content, text, nbytes)
+
+
+def clamp_item(store: SavedStore, transcript: Transcript, item: Item, head: int, tail: int,
+               what: str = "the middle of this output") -> Cleared | None:
+    """Keep the first ``head`` and last ``tail`` characters (whole lines where possible) and
+    save the middle; the placeholder names the line numbers to read. None if it already fits."""
+    text = item.text
+    if len(text) <= head + tail or is_cleared(item):
+        return None
+    cut_start = text.rfind("\n", 0, head) + 1 or head
+    cut_end = text.find("\n", len(text) - tail)
+    cut_end = len(text) - tail if cut_end == -1 else cut_end + 1
+    if cut_end <= cut_start:
+        return None
+    middle = text[cut_start:cut_end]
+    first_line = text.count("\n", 0, cut_start) + 1
+    last_line = first_line + middle.count("\n") - (1 if middle.endswith("\n") else 0)
+    original = save_record(store, item)
+    full = store.put(text.encode("utf-8", "surrogatepass"), "text", tool=item.tool, call_id=item.call_id)
+    note = placeholder(f"{what}, lines {first_line}-{last_line}", full, original,
+                       lines=(first_line, last_line))
+    new_text = text[:cut_start] + note + "\n" + text[cut_end:]
+    transcript.adapter.replace_content(transcript, item, new_text)
+    return Cleared(item, full, new_text, len(middle.encode("utf-8", "surrogatepass")))

@@ -1,0 +1,100 @@
+"""The ``lookout`` command group and ``main()``, which maps outcomes to exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+
+import click
+
+from lookout_cli import __version__
+from lookout_cli.errors import ExitCode, LookoutError, PipeClosed
+
+# command name -> module in lookout_cli.commands; imported only when used or listed
+COMMANDS = {
+    "measure": "measure",
+    "mentions": "mentions",
+    "compact": "compact",
+    "clear-images": "clear_images",
+    "memory": "memory",
+    "prepare-idle": "prepare_idle",
+    "restore": "restore",
+}
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command is listed or run."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, module in COMMANDS.items()
+                if importlib.util.find_spec(f"lookout_cli.commands.{module}") is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        try:
+            module = importlib.import_module(f"lookout_cli.commands.{COMMANDS[name]}")
+        except ModuleNotFoundError:
+            return None
+        return getattr(module, COMMANDS[name])
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS, epilog="""\b
+Examples:
+  lookout measure --report-only session.jsonl
+  lookout mentions < chat.jsonl | lookout clear-images | lookout compact > next.jsonl
+  lookout restore next.jsonl > original.jsonl
+
+Exit status: 0 success, 1 a check you asked for failed (--fail-at, --check),
+2 an error, 130 interrupted, 141 standard output closed.
+""")
+@click.version_option(__version__, "-V", "--version", prog_name="lookout")
+def cli() -> None:
+    """Manage an AI coding agent's context window from its JSONL transcript.
+
+    Every command reads a transcript (FILE, or standard input) in the format it came in
+    (Claude Code, Codex, OpenAI or Anthropic messages, Gemini CLI), writes the transformed
+    transcript to standard output, and reports on standard error.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI with lookout's exit codes (click's own get Ctrl-C and closed pipes wrong)."""
+    args = sys.argv[1:] if argv is None else argv
+    verbose = "-v" in args or "--verbose" in args or bool(os.environ.get("LOOKOUT_DEBUG"))
+    try:
+        result = cli.main(args=args, prog_name="lookout", standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("lookout: interrupted", err=True)
+        sys.exit(ExitCode.INTERRUPTED)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(ExitCode.ERROR)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        PipeClosed().show()
+        sys.exit(ExitCode.BROKEN_PIPE)
+    except MemoryError:
+        click.echo("lookout: error: out of memory (is a record unreasonably large?)", err=True)
+        sys.exit(ExitCode.ERROR)
+    except OSError as exc:
+        if verbose:
+            traceback.print_exc()
+        name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        click.echo(f"lookout: error: {name}{exc.strerror or exc}", err=True)
+        sys.exit(ExitCode.ERROR)
+    except Exception as exc:  # an unexpected failure still gets one line and exit 2
+        if verbose:
+            traceback.print_exc()
+        click.echo(f"lookout: error: internal error: {type(exc).__name__}: {exc} (run with -v for details)", err=True)
+        sys.exit(ExitCode.ERROR)
+    sys.exit(result if isinstance(result, int) else ExitCode.OK)

@@ -1,0 +1,152 @@
+"""Format adapters: detect a transcript's format, build its view, write edits back in its shape.
+
+Each adapter module defines one ``Adapter`` subclass and registers it in ``ADAPTERS`` below.
+The interface every command relies on is the ``Adapter`` base class; a command never checks
+which format it holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from lookout_cli.errors import LookoutError
+from lookout_cli.jsonl import Record
+from lookout_cli.view import Item, View
+
+# name -> module inside lookout_cli.formats; imported only when needed
+ADAPTERS = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini-cli": "gemini_cli",
+}
+
+SNIFF_RECORDS = 50  # detection looks at this many JSON records from the top
+
+
+class Transcript:
+    """All records of one input, in order, and the adapter that understands them."""
+
+    def __init__(self, records: list[Record], adapter: Adapter | None, source: str | None = None):
+        self.records = records
+        self.original = list(records)  # what came in, for --dry-run and --check
+        self.adapter = adapter
+        self.source = source  # the input file's path, or None for standard input
+        self._view: View | None = None
+
+    @property
+    def format(self) -> str | None:
+        return self.adapter.name if self.adapter else None
+
+    def view(self) -> View:
+        """The model-visible view, built once and rebuilt after ``invalidate()``."""
+        if self._view is None:
+            self._view = self.adapter.view(self) if self.adapter else View(format="unknown")
+        return self._view
+
+    def invalidate(self) -> None:
+        self._view = None
+
+    @property
+    def changed(self) -> bool:
+        return self.records != self.original or any(r.edited for r in self.records)
+
+    # Structural edits used by adapters. Items point at Record objects, so indices never go stale.
+    def insert_after(self, anchor: Record | None, new: Sequence[Record]) -> None:
+        at = 0 if anchor is None else self.records.index(anchor) + 1
+        self.records[at:at] = list(new)
+        self.invalidate()
+
+    def append(self, new: Sequence[Record]) -> None:
+        self.records.extend(new)
+        self.invalidate()
+
+    def remove(self, doomed: Sequence[Record]) -> None:
+        ids = {id(r) for r in doomed}
+        self.records = [r for r in self.records if id(r) not in ids]
+        self.invalidate()
+
+
+class Adapter:
+    """What a format must provide. Methods that a format cannot support raise LookoutError."""
+
+    name = "unknown"
+    can_write = True  # False for read-only formats (gemini-cli)
+
+    @classmethod
+    def sniff(cls, obj: Any) -> int:
+        """Score how strongly one parsed record looks like this format (0 = not at all)."""
+        return 0
+
+    def view(self, transcript: Transcript) -> View:
+        raise NotImplementedError
+
+    # --- edits -------------------------------------------------------------------------------
+    def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:
+        """Replace a part's content in place with ``text`` (a placeholder), keeping the part's
+        role, ids and pairing. For images (and for Claude Code's second copy of a tool's image
+        in ``toolUseResult``) every copy of the bytes goes."""
+        raise self.unsupported("replace content")
+
+    def add_parts(self, transcript: Transcript, prompt: Item, parts: list[dict]) -> None:
+        """Add attachments to the user message that ``prompt`` starts. Each part is a neutral
+        dict: ``{"type": "text", "text": …}`` or
+        ``{"type": "image", "media_type": …, "data": <base64>}``; the adapter writes them in the
+        format's own shape."""
+        raise self.unsupported("add attachments")
+
+    def set_setup(self, transcript: Transcript, key: str, text: str | None) -> None:
+        """Put (or with ``None`` remove) a named setup block such as the memory list, so the
+        model sees it before the conversation. Running it twice with the same text changes
+        nothing."""
+        raise self.unsupported("edit the setup")
+
+    def compact(
+        self,
+        transcript: Transcript,
+        summary: str | None,
+        keep_from: Item | None,
+        metadata: dict[str, Any],
+    ) -> list[Record]:
+        """Record a compaction the way the format's own agent does: afterwards the model sees
+        the setup, then ``summary`` (None: a truncation notice), then every item from
+        ``keep_from`` (a prompt item; None: keep nothing) onward, word for word. ``metadata``
+        holds ``trigger`` ("manual"/"auto"), ``pre_tokens`` and ``post_tokens``, and ``save``:
+        a callable the adapter MUST call with the list of records it removes or edits in place
+        (before changing them); it saves their original bytes and returns a marker string that
+        the adapter puts at the end of the summary text, so ``lookout restore`` can put them
+        back. Formats that keep old lines on disk (Claude Code, Codex) remove nothing and need
+        not call it. Returns the records it wrote."""
+        raise self.unsupported("write a compaction")
+
+    def unsupported(self, what: str) -> LookoutError:
+        return LookoutError(f"the {self.name} format is read-only here: cannot {what}")
+
+
+def load_adapter(name: str) -> Adapter:
+    if name not in ADAPTERS:
+        raise LookoutError(f"unknown format {name!r} (known: {', '.join(ADAPTERS)})")
+    module = importlib.import_module(f"lookout_cli.formats.{ADAPTERS[name]}")
+    return module.Adapter()
+
+
+def detect(records: Sequence[Record]) -> Adapter | None:
+    """Pick the adapter whose sniffer scores the first records highest; None when nothing fits."""
+    sample = []
+    for record in records:
+        if record.data is not None:
+            sample.append(record.data)
+            if len(sample) >= SNIFF_RECORDS:
+                break
+    if not sample:
+        return None
+    best, best_score = None, 0
+    for name in ADAPTERS:
+        adapter = load_adapter(name)
+        score = sum(adapter.sniff(obj) for obj in sample)
+        if score > best_score:
+            best, best_score = adapter, score
+    return best

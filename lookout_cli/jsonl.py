@@ -1,0 +1,164 @@
+"""Read and write JSONL records while keeping every untouched record's original bytes.
+
+A record remembers the exact bytes it was read as (line ending included). It is parsed lazily
+with orjson; a record a command edits is re-parsed with the standard library first, because
+orjson turns 30-digit integers into floats and refuses lone surrogates, and is then written
+compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import orjson
+
+from lookout_cli.errors import LookoutError, PipeClosed
+
+DEFAULT_MAX_RECORD_BYTES = 256 * 1024 * 1024
+_UNPARSED = object()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """Parse JSON exactly: big integers stay integers, lone surrogates survive."""
+    return json.loads(data, parse_constant=_reject_constant)
+
+
+def dumps_compact(obj: Any) -> bytes:
+    """Serialise like the agents do: no spaces, non-ASCII unescaped when it is valid UTF-8."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escape it instead of writing invalid UTF-8
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+class Record:
+    """One line of a transcript: its original bytes and, on demand, its parsed value."""
+
+    __slots__ = ("lineno", "raw", "_obj", "edited", "error")
+
+    def __init__(self, lineno: int, raw: bytes | None, obj: Any = _UNPARSED) -> None:
+        self.lineno = lineno  # 1-based line number in the input; 0 for records lookout adds
+        self.raw = raw
+        self._obj = obj
+        self.edited = raw is None
+        self.error: str | None = None
+
+    @classmethod
+    def new(cls, obj: Any) -> Record:
+        """A record lookout writes itself."""
+        return cls(0, None, obj)
+
+    @property
+    def body(self) -> bytes:
+        """The line without its line ending."""
+        raw = self.raw or b""
+        if raw.endswith(b"\r\n"):
+            return raw[:-2]
+        if raw.endswith(b"\n"):
+            return raw[:-1]
+        return raw
+
+    @property
+    def blank(self) -> bool:
+        return not self.body.strip()
+
+    @property
+    def obj(self) -> Any:
+        """The parsed value, or None when the line is blank or not JSON (see ``error``)."""
+        if self._obj is _UNPARSED:
+            self._obj = None
+            body = self.body
+            if body.strip():
+                try:
+                    self._obj = orjson.loads(body)
+                except orjson.JSONDecodeError:
+                    try:
+                        self._obj = loads_exact(body)
+                    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                        self.error = str(exc).splitlines()[0][:200]
+        return self._obj
+
+    @property
+    def data(self) -> dict | None:
+        """The parsed value when it is a JSON object, else None."""
+        obj = self.obj
+        return obj if isinstance(obj, dict) else None
+
+    def edit(self) -> Any:
+        """Return a mutable, exactly parsed copy of this record and mark it changed."""
+        if not self.edited:
+            self._obj = loads_exact(self.body)
+            self.edited = True
+        return self._obj
+
+    def replace(self, obj: Any) -> None:
+        """Replace the whole value of this record."""
+        self._obj = obj
+        self.edited = True
+
+    @property
+    def line_ending(self) -> bytes:
+        return b"\r\n" if (self.raw or b"").endswith(b"\r\n") else b"\n"
+
+    def to_bytes(self) -> bytes:
+        if not self.edited:
+            return self.raw or b""
+        return dumps_compact(self._obj) + self.line_ending
+
+
+def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Record]:
+    """Yield records from a binary stream, never holding more than one bounded line in memory."""
+    lineno = 0
+    while True:
+        raw = stream.readline(max_record_bytes + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > max_record_bytes and not raw.endswith(b"\n"):
+            raise LookoutError(
+                f"line {lineno} is longer than {max_record_bytes:,} bytes "
+                "(raise --max-record-bytes if the input is a real transcript)"
+            )
+        yield Record(lineno, raw)
+
+
+class RecordWriter:
+    """Write records to a binary stream: original bytes when untouched, compact JSON when edited."""
+
+    def __init__(self, stream: IO[bytes], unbuffered: bool = False) -> None:
+        self.stream = stream
+        self.unbuffered = unbuffered
+        self._needs_newline = False
+        self.written = 0
+
+    def write(self, record: Record, original: bool = False) -> None:
+        """Write a record; with ``original`` its input bytes even if a command edited it."""
+        data = (record.raw or b"") if original else record.to_bytes()
+        if not data:
+            return
+        try:
+            if self._needs_newline:  # the previous line had no final newline
+                self.stream.write(b"\n")
+            self.stream.write(data)
+            if self.unbuffered:
+                self.stream.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+        self._needs_newline = not data.endswith(b"\n")
+        self.written += 1
+
+    def write_all(self, records: Iterable[Record], original: bool = False) -> None:
+        for record in records:
+            self.write(record, original)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None

@@ -1,0 +1,287 @@
+"""The filter contract as shared code (SPEC §1): options every command takes, and ``Run``,
+the object a command uses to read its transcript, save what it clears, report and write.
+
+A command looks like this::
+
+    @click.command()
+    @filter_options(side_effects=True)
+    def restore(run: Run) -> None:
+        transcript = run.load()
+        ...  # edit records through transcript.adapter
+        run.finish(transcript, {"restored": n})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import click
+import orjson
+
+from lookout_cli.config import Config
+from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
+from lookout_cli.formats import ADAPTERS, Transcript, detect, load_adapter
+from lookout_cli.fsutil import atomic_writer
+from lookout_cli.jsonl import DEFAULT_MAX_RECORD_BYTES, Record, RecordWriter, read_records
+from lookout_cli.paths import save_dir
+from lookout_cli.saved import SavedStore
+from lookout_cli.term import Reporter
+
+MAX_WARNED_LINES = 10
+
+
+class SizeParam(click.ParamType):
+    """A byte size such as 256M, 10MB or 1048576."""
+
+    name = "size"
+    UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+        unit = text[-1:] if text[-1:] in "KMG" else ""
+        try:
+            return int(float(text[: len(text) - len(unit)]) * self.UNITS[unit])
+        except ValueError:
+            self.fail(f"{value!r} is not a size like 256M", param, ctx)
+
+
+SIZE = SizeParam()
+
+
+def common_options(f: Callable) -> Callable:
+    """-q, -v, --color and --isolated: for every command, filters or not."""
+    for decorator in reversed(
+        [
+            click.option("-q", "--quiet", is_flag=True, help="Print nothing on standard error but errors."),
+            click.option("-v", "--verbose", is_flag=True, help="Say more; show tracebacks on errors."),
+            click.option(
+                "--color",
+                type=click.Choice(["auto", "always", "never"]),
+                default="auto",
+                show_default=True,
+                help="Colour on standard error (auto: only on a terminal and without NO_COLOR).",
+            ),
+            click.option("--isolated", is_flag=True, help="Ignore config files and LOOKOUT_* settings."),
+        ]
+    ):
+        f = decorator(f)
+    return f
+
+
+def filter_options(side_effects: bool = False) -> Callable:
+    """Add the filter contract's options to a command and pass it a ``Run`` as ``run``."""
+
+    def decorate(f: Callable) -> Callable:
+        @functools.wraps(f)
+        def wrapper(**kwargs: Any) -> Any:
+            run = Run(
+                command=click.get_current_context().info_name or f.__name__,
+                file=kwargs.pop("file"),
+                output=kwargs.pop("output"),
+                in_place=kwargs.pop("in_place"),
+                format_name=kwargs.pop("format_name"),
+                report_path=kwargs.pop("report_path"),
+                strict=kwargs.pop("strict"),
+                max_record_bytes=kwargs.pop("max_record_bytes"),
+                dry_run=kwargs.pop("dry_run", False),
+                check=kwargs.pop("check", False),
+                save_dir=kwargs.pop("save_dir", None),
+                from_hook=kwargs.pop("from_hook"),
+                quiet=kwargs.pop("quiet"),
+                verbose=kwargs.pop("verbose"),
+                color=kwargs.pop("color"),
+                isolated=kwargs.pop("isolated"),
+            )
+            return f(run, **kwargs)
+
+        options = [
+            click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True)),
+            click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+                         help="Write the transcript to this file (atomically) instead of standard output."),
+            click.option("-i", "--in-place", is_flag=True, help="Replace FILE atomically with the result."),
+            click.option("--format", "format_name", type=click.Choice(list(ADAPTERS)),
+                         help="The transcript's format (default: detected from its first records)."),
+            click.option("--report", "report_path", type=click.Path(dir_okay=False, allow_dash=True),
+                         help="Also write the report as JSON to this file ('-' for standard error)."),
+            click.option("--strict", is_flag=True, help="Fail on lines that are not JSON instead of passing them."),
+            click.option("--max-record-bytes", type=SIZE, default=DEFAULT_MAX_RECORD_BYTES,
+                         show_default="256M", help="Refuse a line longer than this."),
+            click.option("--from-hook", is_flag=True,
+                         help="Read an agent hook event (JSON with transcript_path) on standard input."),
+        ]
+        if side_effects:
+            options += [
+                click.option("--dry-run", is_flag=True,
+                             help="Write no files and pass the transcript through; report what would change."),
+                click.option("--check", is_flag=True, help="Like --dry-run, and exit 1 if anything would change."),
+                click.option("--save-dir", type=click.Path(file_okay=False),
+                             help="Where cleared content is saved [env: LOOKOUT_SAVE_DIR]."),
+            ]
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return common_options(wrapper)
+
+    return decorate
+
+
+class Run:
+    """One invocation of a filter: its input, output, settings, saved-output store and report."""
+
+    def __init__(self, command: str, file: str | None = None, output: str | None = None, in_place: bool = False,
+                 format_name: str | None = None, report_path: str | None = None, strict: bool = False,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, dry_run: bool = False, check: bool = False,
+                 save_dir: str | None = None, from_hook: bool = False, quiet: bool = False,
+                 verbose: bool = False, color: str = "auto", isolated: bool = False) -> None:
+        self.command = command
+        self.output = output
+        self.in_place = in_place
+        self.format_name = format_name
+        self.report_path = report_path
+        self.strict = strict
+        self.max_record_bytes = max_record_bytes
+        self.check = check
+        self.dry_run = dry_run or check
+        self.save_dir_flag = save_dir
+        self.verbose = verbose
+        self.reporter = Reporter(quiet=quiet, verbose=verbose, color=color)
+        self.config = Config(isolated=isolated)
+        self.hook_event: dict | None = None
+        self.file = self._hook_transcript() if from_hook else file
+        if in_place and (self.file in (None, "-")):
+            raise click.UsageError("--in-place needs a FILE")
+        if in_place and output:
+            raise click.UsageError("--in-place and --output cannot be used together")
+        self._store: SavedStore | None = None
+        self._bad_lines = 0
+
+    # --- settings ---------------------------------------------------------------------------
+    def setting(self, key: str, flag: Any = None, default: Any = None) -> Any:
+        return self.config.setting(key, flag, default)
+
+    @property
+    def source(self) -> str | None:
+        """The input's path, or None for standard input."""
+        return None if self.file in (None, "-") else os.path.abspath(self.file)
+
+    @property
+    def store(self) -> SavedStore:
+        if self._store is None:
+            root = save_dir(self.save_dir_flag or self.config.get("save_dir"))
+            self._store = SavedStore(root, dry_run=self.dry_run, command=self.command, transcript=self.source)
+        return self._store
+
+    # --- input ------------------------------------------------------------------------------
+    def _hook_transcript(self) -> str:
+        """An agent hook passes a JSON event on standard input; take its transcript_path."""
+        data = sys.stdin.buffer.read(16 * 1024 * 1024)
+        try:
+            event = orjson.loads(data)
+            self.hook_event = event
+            path = event["transcript_path"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise LookoutError("--from-hook expects a hook event (JSON with transcript_path) on standard input")
+        if not isinstance(path, str) or not path:
+            raise LookoutError("the hook event's transcript_path is empty")
+        return os.path.expanduser(path)
+
+    @contextlib.contextmanager
+    def _input(self) -> Iterator[IO[bytes]]:
+        if self.file in (None, "-"):
+            if sys.stdin is None or sys.stdin.isatty():
+                raise click.UsageError("no FILE given and standard input is a terminal (pipe a transcript in)")
+            yield sys.stdin.buffer
+            return
+        try:
+            handle = open(self.file, "rb")
+        except OSError as exc:
+            raise LookoutError(f"{self.file}: {exc.strerror or exc}") from None
+        with handle:
+            yield handle
+
+    def records(self) -> Iterator[Record]:
+        """Stream the input's records, warning about (or, with --strict, refusing) non-JSON lines."""
+        with self._input() as stream:
+            for record in read_records(stream, self.max_record_bytes):
+                if not record.blank and record.obj is None:
+                    self._bad_line(record)
+                yield record
+        if self._bad_lines > MAX_WARNED_LINES:
+            self.warn(f"{self._bad_lines} lines in all were not JSON and passed through unchanged")
+
+    def _bad_line(self, record: Record) -> None:
+        where = f"{self.file if self.source else '<stdin>'}:{record.lineno}"
+        if self.strict:
+            raise LookoutError(f"{where}: not JSON ({record.error})")
+        self._bad_lines += 1
+        if self._bad_lines <= MAX_WARNED_LINES:
+            self.warn(f"{where}: not JSON, passed through unchanged ({record.error})")
+
+    def load(self) -> Transcript:
+        """Read the whole transcript and find its format (for commands that need all of it)."""
+        records = list(self.records())
+        if self.format_name:
+            adapter = load_adapter(self.format_name)
+        else:
+            adapter = detect(records)
+            if adapter is None and any(r.data is not None for r in records):
+                self.warn("could not tell the transcript's format; passing it through unchanged (try --format)")
+        return Transcript(records, adapter, self.source)
+
+    # --- reporting --------------------------------------------------------------------------
+    def say(self, text: str = "") -> None:
+        self.reporter.say(text)
+
+    def warn(self, text: str) -> None:
+        self.reporter.warn(text)
+
+    def write_report(self, report: dict) -> None:
+        if not self.report_path:
+            return
+        data = orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+        if self.report_path == "-":
+            sys.stderr.buffer.write(data)
+            sys.stderr.flush()
+        else:
+            with atomic_writer(self.report_path) as handle:
+                handle.write(data)
+
+    # --- output -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[RecordWriter]:
+        """Where the transcript goes: standard output, -o FILE or FILE itself (-i), atomically."""
+        target = self.file if self.in_place else (None if self.output in (None, "-") else self.output)
+        if target is None:
+            writer = RecordWriter(sys.stdout.buffer)
+            yield writer
+            writer.flush()
+            return
+        try:
+            with atomic_writer(target) as handle:
+                writer = RecordWriter(handle)
+                yield writer
+        except PipeClosed:
+            raise
+        except OSError as exc:
+            raise LookoutError(f"{target}: {exc.strerror or exc}") from None
+
+    def finish(self, transcript: Transcript, report: dict | None = None, changes: int | None = None) -> None:
+        """Write the transcript (the input, untouched, under --dry-run/--check), then the report.
+        ``changes`` counts what the command changed or would change (default: edited records)."""
+        changed = transcript.changed if changes is None else changes > 0
+        records = [r for r in transcript.original if r.raw is not None] if self.dry_run else transcript.records
+        if self.in_place and (self.dry_run or not changed):
+            records = None  # leave the file alone: nothing to write
+        if records is not None:
+            with self.writer() as writer:
+                writer.write_all(records, original=self.dry_run)
+        self.write_report(report or {})
+        if self.check and changed:
+            raise CheckFailed(f"{self.command}: changes would be made")

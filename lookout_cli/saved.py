@@ -1,0 +1,137 @@
+"""The saved-output store: whatever a command clears is saved here first, so nothing is lost.
+
+Files are named by their sha256 (``sha256/ab/cdef….txt``), written atomically, and listed in
+``manifest.jsonl`` (hash, bytes, tokens, tool, call id, transcript, when, which command).
+Saving the same content twice is a no-op, so reruns are idempotent.
+
+Two things are saved for every cleared part: the content itself, which the placeholder names
+so the agent can read it again, and the record's original line. The placeholder carries a
+``lookout-restore:<sha256>`` marker naming that line; ``lookout restore`` swaps the line back,
+byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from lookout_cli.fsutil import atomic_write
+
+MARKER = "lookout-restore:"
+MARKER_RE = re.compile(rb"lookout-restore:([0-9a-f]{64})")
+
+EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "text": ".txt",
+    "record": ".jsonl",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    sha256: str
+    path: Path
+    nbytes: int
+
+
+class SavedStore:
+    """A content-addressed folder. With ``dry_run`` it computes names but writes nothing."""
+
+    def __init__(self, root: Path, dry_run: bool = False, command: str = "", transcript: str | None = None):
+        self.root = Path(root)
+        self.dry_run = dry_run
+        self.command = command
+        self.transcript = transcript
+        self.written: list[Saved] = []
+
+    def path_for(self, sha: str, ext: str) -> Path:
+        return self.root / "sha256" / sha[:2] / (sha[2:] + ext)
+
+    def put(self, data: bytes, kind: str = "text", **meta) -> Saved:
+        """Save ``data`` (kind: ``text``, ``record`` or an image media type) and return its name."""
+        sha = hashlib.sha256(data).hexdigest()
+        path = self.path_for(sha, EXTENSIONS.get(kind, ".bin"))
+        saved = Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), len(data))
+        if self.dry_run:
+            return saved
+        if not path.exists():
+            atomic_write(path, data)
+        self._log({"sha256": sha, "bytes": len(data), "kind": kind, "file": str(saved.path), **meta})
+        self.written.append(saved)
+        return saved
+
+    def get(self, sha: str) -> bytes | None:
+        """The saved bytes for a hash, whatever their extension; None when missing or damaged."""
+        folder = self.root / "sha256" / sha[:2]
+        if not folder.is_dir():
+            return None
+        for path in folder.glob(sha[2:] + "*"):
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() == sha:
+                return data
+        return None
+
+    def _log(self, entry: dict) -> None:
+        entry.update(
+            {
+                "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "command": self.command,
+                "transcript": self.transcript,
+            }
+        )
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = orjson.dumps({k: v for k, v in entry.items() if v is not None}) + b"\n"
+        # One write of one line under an exclusive lock: concurrent writers never interleave.
+        fd = os.open(self.root / "manifest.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def human_size(nbytes: int) -> str:
+    size = float(nbytes)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{int(size):,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{nbytes} bytes"
+
+
+def placeholder(what: str, content: Saved, restore: Saved | None, *, tokens: int | None = None,
+                lines: tuple[int, int] | None = None) -> str:
+    """The text left where content was cleared: size, saved file, lines to read, restore marker."""
+    size = human_size(content.nbytes)
+    if tokens is not None:
+        size += f", about {tokens:,} tokens"
+    text = f"[lookout cleared {what} ({size}). It is saved in {content.path}"
+    if lines:
+        text += f"; read lines {lines[0]}-{lines[1]} of that file to see it again"
+    text += "."
+    if restore is not None:
+        text += f" {MARKER}{restore.sha256}"
+    return text + "]"
+
+
+def restore_lines(store: SavedStore, raw: bytes, depth: int = 16) -> list[bytes]:
+    """The lines a line stood for before lookout changed it, following nested restores. A line
+    whose marker names nothing in the store stays as it is."""
+    match = MARKER_RE.search(raw)
+    original = store.get(match.group(1).decode()) if match and depth > 0 else None
+    if original is None:
+        return [raw]
+    restored: list[bytes] = []
+    for line in original.splitlines(keepends=True):
+        restored.extend(restore_lines(store, line, depth - 1))
+    return restored

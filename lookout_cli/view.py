@@ -1,0 +1,121 @@
+"""The format-neutral view of a transcript: what the model sees on its next request.
+
+Every format adapter turns its records into a ``View``; every command reads the view and hands
+its edits back to the adapter. A command never looks at a format's records itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lookout_cli.jsonl import Record
+
+# Item kinds
+TEXT = "text"
+THINKING = "thinking"
+TOOL_CALL = "tool_call"
+TOOL_RESULT = "tool_result"
+IMAGE = "image"
+SUMMARY = "summary"  # a compaction summary the agent (or lookout) wrote
+NOTICE = "notice"  # harness-injected text: caveats, command output, system reminders
+SETUP = "setup"  # system prompt, tool definitions, rules, environment, memory, skills
+
+KINDS = (TEXT, THINKING, TOOL_CALL, TOOL_RESULT, IMAGE, SUMMARY, NOTICE, SETUP)
+
+# Setup parts (Item.setup)
+SETUP_PARTS = ("system", "tools", "rules", "environment", "memory", "skills")
+
+
+@dataclass(slots=True)
+class ImageRef:
+    """An image carried in the context, found without decoding it."""
+
+    media_type: str | None
+    data: str | None = None  # base64 payload (no data: prefix), when inline
+    url: str | None = None  # a remote URL, when not inline
+    nbytes: int = 0  # decoded size in bytes (estimated from the base64 length)
+
+
+@dataclass(slots=True, eq=False)
+class Item:
+    """One model-visible part: a text, a thinking block, a tool call or result, an image…"""
+
+    role: str  # system | developer | user | assistant | tool
+    kind: str  # one of KINDS
+    text: str  # the countable text ("" for images; name + arguments for tool calls)
+    record: Record  # the line it came from (for request-body formats: the last body)
+    path: tuple = ()  # adapter-private location of the part inside record.obj
+    message: int = 0  # index of the API message it belongs to (split lines share one)
+    turn: int = 0  # index of the user turn it belongs to (0 = before the first prompt)
+    tool: str | None = None  # tool name for calls and results
+    call_id: str | None = None  # pairs a call with its result
+    timestamp: str | None = None
+    setup: str | None = None  # one of SETUP_PARTS for SETUP items
+    image: ImageRef | None = None
+    is_error: bool = False
+    opaque: bool = False  # signed thinking, encrypted content: never altered
+    prompt: bool = False  # a real user prompt (starts a turn), not a tool result or notice
+    extra: dict[str, Any] = field(default_factory=dict)  # adapter-private details
+
+
+@dataclass(slots=True)
+class Usage:
+    """One API response's token usage as the provider recorded it (counted once)."""
+
+    record: Record
+    input: int = 0  # uncached input
+    cache_write: int = 0
+    cache_read: int = 0
+    output: int = 0
+    cache_write_1h: int = 0  # the part of cache_write written with the 1-hour TTL
+    model: str | None = None
+    timestamp: str | None = None
+    context_window: int | None = None  # when the transcript records it (Codex)
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_write + self.cache_read
+
+
+@dataclass(slots=True)
+class Compaction:
+    """A compaction already recorded in the transcript."""
+
+    record: Record
+    before: int | None = None  # tokens before, as recorded
+    after: int | None = None  # tokens after, as recorded
+    timestamp: str | None = None
+    trigger: str | None = None
+
+
+@dataclass(slots=True)
+class View:
+    format: str
+    items: list[Item] = field(default_factory=list)
+    usages: list[Usage] = field(default_factory=list)  # main chain only, in order, deduplicated
+    compactions: list[Compaction] = field(default_factory=list)
+    model: str | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+    last_timestamp: str | None = None
+
+    def messages(self) -> list[list[Item]]:
+        """Items grouped by API message, in order."""
+        groups: dict[int, list[Item]] = {}
+        for item in self.items:
+            groups.setdefault(item.message, []).append(item)
+        return [groups[k] for k in sorted(groups)]
+
+    def calls(self) -> dict[str, Item]:
+        return {i.call_id: i for i in self.items if i.kind == TOOL_CALL and i.call_id}
+
+    def results(self) -> dict[str, Item]:
+        return {i.call_id: i for i in self.items if i.kind == TOOL_RESULT and i.call_id}
+
+    def orphans(self) -> list[Item]:
+        """Calls without a result and results without a call (the validator)."""
+        calls, results = self.calls(), self.results()
+        lonely = [i for k, i in calls.items() if k not in results]
+        lonely += [i for k, i in results.items() if k not in calls]
+        return lonely
