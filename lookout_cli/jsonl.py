@@ -30,11 +30,9 @@ def loads_exact(data: bytes | str) -> Any:
 
 
 def dumps_compact(obj: Any) -> bytes:
-    """Serialise like the agents do: no spaces, non-ASCII unescaped when it is valid UTF-8."""
-    try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: escape it instead of writing invalid UTF-8
-        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    """Serialise like the agents do: no spaces, non-ASCII unescaped. A lone surrogate (only
+    possible inside a string) is written as its ``\\udXXX`` escape, never as invalid UTF-8."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
 
 
 class Record:

@@ -1,0 +1,53 @@
+"""Shared test set-up: every test runs with its own XDG folders and no user config."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def lookout_exe() -> list[str]:
+    """The installed console script (falls back to ``python -m lookout_cli``)."""
+    exe = shutil.which("lookout", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "lookout_cli"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"),
+                     ("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var in list(os.environ):
+        if var.startswith("LOOKOUT_"):
+            monkeypatch.delenv(var)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(home / "saved"))
+    return home
+
+
+def run_lookout(*args: str, input: bytes | None = b"", cwd=None, env=None, timeout: float = 120):
+    """Run the installed ``lookout`` in a real subprocess; returns CompletedProcess (bytes)."""
+    return subprocess.run([*lookout_exe(), *args], input=input, capture_output=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def lookout():
+    return run_lookout
+
+
+def real_transcripts() -> list[Path]:
+    """Every transcript file shipped in ../shared/transcripts (skipped when absent)."""
+    if not SHARED_TRANSCRIPTS.is_dir():
+        return []
+    return sorted(p for p in SHARED_TRANSCRIPTS.rglob("*.jsonl"))

@@ -1,0 +1,170 @@
+"""The shared core: records keep their bytes, the store loses nothing, config layers, restore."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import orjson
+import pytest
+
+from conftest import run_lookout
+from lookout_cli.config import Config
+from lookout_cli.errors import LookoutError
+from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, read_records
+from lookout_cli.saved import MARKER, SavedStore, placeholder, restore_lines
+
+TRICKY = (
+    b'{"a":1}\n'
+    b'{"big":123456789012345678901234567890,"e":"caf\\u00e9","s":"\\ud800"}\r\n'
+    b"not json at all\n"
+    b"\n"
+    b'{"x": [1, 2.50 ,{}]}'  # no final newline
+)
+
+
+def _roundtrip(data: bytes) -> bytes:
+    out = io.BytesIO()
+    RecordWriter(out).write_all(read_records(io.BytesIO(data)))
+    return out.getvalue()
+
+
+def test_untouched_records_keep_their_bytes():
+    assert _roundtrip(TRICKY) == TRICKY
+
+
+def test_edited_record_keeps_big_integers_and_surrogates_and_line_ending():
+    records = list(read_records(io.BytesIO(TRICKY)))
+    obj = records[1].edit()
+    obj["added"] = True
+    data = records[1].to_bytes()
+    assert data.endswith(b"\r\n")
+    assert b"123456789012345678901234567890" in data
+    assert b"\\ud800" in data and "café".encode() in data
+
+
+def test_record_parsing_flags_non_json():
+    records = list(read_records(io.BytesIO(TRICKY)))
+    assert records[2].obj is None and records[2].error
+    assert records[3].blank and records[3].error is None
+    assert records[1].data["big"] == 123456789012345678901234567890 or isinstance(records[1].data["big"], float)
+
+
+def test_record_size_is_bounded():
+    with pytest.raises(LookoutError, match="longer than 100 bytes"):
+        list(read_records(io.BytesIO(b"x" * 500), max_record_bytes=100))
+    # a long line that does end within the bound is fine
+    assert len(list(read_records(io.BytesIO(b"y" * 99 + b"\n"), max_record_bytes=100))) == 1
+
+
+def test_appending_after_a_line_without_newline_inserts_one():
+    out = io.BytesIO()
+    writer = RecordWriter(out)
+    writer.write(Record(1, b'{"a":1}'))
+    writer.write(Record.new({"b": 2}))
+    assert out.getvalue() == b'{"a":1}\n{"b":2}\n'
+
+
+def test_dumps_compact_matches_agent_style():
+    assert dumps_compact({"a": "é", "b": [1, None]}) == '{"a":"é","b":[1,null]}'.encode()
+
+
+def test_store_is_content_addressed_and_idempotent(tmp_path):
+    store = SavedStore(tmp_path / "s", command="test")
+    one = store.put(b"hello", "text", tool="Bash")
+    two = store.put(b"hello", "text", tool="Bash")
+    assert one == two and one.path.read_bytes() == b"hello"
+    assert one.path.parent.name == one.sha256[:2]
+    manifest = [orjson.loads(line) for line in (tmp_path / "s" / "manifest.jsonl").read_bytes().splitlines()]
+    assert manifest[0]["sha256"] == one.sha256 and manifest[0]["command"] == "test"
+    assert store.get(one.sha256) == b"hello"
+    one.path.write_bytes(b"tampered")
+    assert store.get(one.sha256) is None  # damaged content is never restored
+
+
+def test_dry_run_store_writes_nothing(tmp_path):
+    store = SavedStore(tmp_path / "s", dry_run=True)
+    saved = store.put(b"data", "text")
+    assert not saved.path.exists() and not (tmp_path / "s").exists()
+
+
+def test_restore_lines_follows_nested_changes(tmp_path):
+    store = SavedStore(tmp_path / "s")
+    original = b'{"n":1}\n'
+    first = store.put(original, "record")
+    changed_once = f'{{"n":"{MARKER}{first.sha256}"}}\n'.encode()
+    second = store.put(changed_once, "record")
+    changed_twice = f'{{"n":"again {MARKER}{second.sha256}"}}\n'.encode()
+    assert restore_lines(store, changed_twice) == [original]
+    dropped = store.put(b'{"a":1}\n{"b":2}\n', "record")
+    assert restore_lines(store, f'{{"s":"{MARKER}{dropped.sha256}"}}\n'.encode()) == [b'{"a":1}\n', b'{"b":2}\n']
+    unknown = f'{{"s":"{MARKER}{"0" * 64}"}}\n'.encode()
+    assert restore_lines(store, unknown) == [unknown]
+
+
+def test_placeholder_names_size_file_lines_and_marker(tmp_path):
+    store = SavedStore(tmp_path)
+    content = store.put(b"x" * 2500, "text")
+    original = store.put(b"{}\n", "record")
+    text = placeholder("Bash output", content, original, tokens=600, lines=(1, 40))
+    assert "2.5 KB" in text and "600 tokens" in text and str(content.path) in text
+    assert "lines 1-40" in text and f"{MARKER}{original.sha256}" in text
+
+
+def test_config_layers(tmp_path, monkeypatch):
+    user = tmp_path / "config" / "lookout" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text('model = "user-model"\n[compaction]\nthreshold_percent = 70\ntail_turns = 3\n')
+    project = tmp_path / "proj" / "sub"
+    project.mkdir(parents=True)
+    (tmp_path / "proj" / ".lookout.toml").write_text("[compaction]\ntail_turns = 4\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(project)
+    config = Config()
+    assert config.get("model") == "user-model"
+    assert config.get("compaction.tail_turns") == 4  # project beats user
+    monkeypatch.setenv("LOOKOUT_COMPACTION_THRESHOLD_PERCENT", "80")
+    assert config.get("compaction.threshold_percent") == 80  # variable beats files
+    assert config.setting("compaction.threshold_percent", 90) == 90  # flag beats all
+    assert Config(isolated=True).get("compaction.tail_turns", 2) == 2
+
+
+def test_bad_config_is_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / ".lookout.toml").write_text("this is = = not toml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LookoutError, match="not valid TOML"):
+        Config()
+    result = run_lookout("restore", input=b"{}\n", cwd=tmp_path)
+    assert result.returncode == 2 and b"not valid TOML" in result.stderr
+    assert run_lookout("restore", "--isolated", input=b"{}\n", cwd=tmp_path).returncode == 0
+
+
+def test_restore_is_an_exact_identity_filter_on_real_transcripts(tmp_path):
+    from conftest import real_transcripts
+
+    for path in real_transcripts():
+        result = run_lookout("restore", str(path), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == path.read_bytes(), path.name
+
+
+def test_in_place_and_output_are_atomic_and_exclusive(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(TRICKY)
+    result = run_lookout("restore", "-i", str(path), "-o", str(tmp_path / "x"))
+    assert result.returncode == 2
+    out = tmp_path / "out.jsonl"
+    assert run_lookout("restore", str(path), "-o", str(out)).returncode == 0
+    assert out.read_bytes() == TRICKY
+    assert run_lookout("restore", "-i", input=b"{}\n").returncode == 2
+    assert sorted(os.listdir(tmp_path)) == ["out.jsonl", "t.jsonl"]  # no temp files left
+
+
+def test_hook_event_names_the_transcript(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a":1}\n')
+    event = orjson.dumps({"session_id": "s", "transcript_path": str(path), "hook_event_name": "Stop"})
+    result = run_lookout("restore", "--from-hook", input=event)
+    assert result.returncode == 0 and result.stdout == b'{"a":1}\n'
+    bad = run_lookout("restore", "--from-hook", input=b"{}")
+    assert bad.returncode == 2 and b"transcript_path" in bad.stderr
