@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from lookout_cli.jsonl import Record
 
 # Item kinds
@@ -22,6 +24,8 @@ NOTICE = "notice"  # harness-injected text: caveats, command output, system remi
 SETUP = "setup"  # system prompt, tool definitions, rules, environment, memory, skills
 
 KINDS = (TEXT, THINKING, TOOL_CALL, TOOL_RESULT, IMAGE, SUMMARY, NOTICE, SETUP)
+
+ASSISTANT_ROLES = ("assistant",)
 
 # Setup parts (Item.setup)
 SETUP_PARTS = ("system", "tools", "rules", "environment", "memory", "skills")
@@ -119,3 +123,26 @@ class View:
         lonely = [i for k, i in calls.items() if k not in results]
         lonely += [i for k, i in results.items() if k not in calls]
         return lonely
+
+
+def arguments(call: Item) -> dict:
+    """A tool call's arguments as a dict, whatever shape the format stored them in."""
+    for key in ("arguments", "input", "args"):
+        value = call.extra.get(key)
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, str):
+            try:
+                parsed = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(parsed, dict):
+                return parsed
+    start = call.text.find("{")
+    if start >= 0:
+        try:
+            parsed = orjson.loads(call.text[start:])
+            return parsed if isinstance(parsed, dict) else {}
+        except orjson.JSONDecodeError:
+            pass
+    return {}

@@ -1,0 +1,99 @@
+"""``lookout clear-images``: keep the image bytes a request carries within a budget."""
+
+from __future__ import annotations
+
+import click
+
+from lookout_cli.budget import parse_size
+from lookout_cli.clearing import clear_item
+from lookout_cli.errors import LookoutError
+from lookout_cli.image_budget import DEFAULT_BUDGETS, plan_clearing, provider_of
+from lookout_cli.image_repair import repair_images
+from lookout_cli.options import Run, filter_options
+from lookout_cli.saved import human_size
+from lookout_cli.view import IMAGE
+
+
+@click.command(epilog="""\b
+Examples:
+  lookout clear-images session.jsonl > lighter.jsonl
+  lookout clear-images --budget 8MB -i session.jsonl
+  lookout clear-images --repair --provider anthropic < broken.jsonl > fixed.jsonl
+  lookout mentions < chat.jsonl | lookout clear-images | lookout compact > next.jsonl
+
+\b
+Default budgets (base64 bytes one request may carry), half of what the provider takes:
+  anthropic 16 MB  (API requests are refused past 32 MB)
+  openai    25 MB  (up to 50 MB of images per request)
+  gemini    10 MB  (inline data is limited to 20 MB per request)
+
+Reads the whole transcript (it must know which images the agent has seen), then writes it.
+Cleared images are saved first; `lookout restore` puts them back.
+""")
+@click.option("--budget", "budget_text", metavar="SIZE",
+              help="Image bytes one request may carry (e.g. 16MB) [config: images.budget].")
+@click.option("--provider", type=click.Choice(sorted(DEFAULT_BUDGETS)),
+              help="Whose limits apply (default: from the transcript's model).")
+@click.option("--keep-recent", type=click.IntRange(0), default=None,
+              help="The most recent images that always stay [default: 5].")
+@click.option("--repair", is_flag=True,
+              help="Shrink (or clear) images that break the provider's hard limits: size, dimensions, count.")
+@filter_options(side_effects=True)
+def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_recent: int | None,
+                 repair: bool) -> None:
+    """Clear the oldest images the agent has seen once a request carries too many image bytes.
+
+    The images in the current request, in the agent's latest step, and the five most recent
+    always stay. Each cleared image leaves a line with its name, size and the saved file that
+    shows it again; Claude Code's second copy of a tool's image is cleared with it.
+    """
+    transcript = run.load()
+    report: dict = {"command": "clear-images", "format": transcript.format, "cleared": [], "repaired": []}
+    if transcript.adapter is None or not transcript.records:
+        run.finish(transcript, report)
+        return
+    view = transcript.view()
+    provider = provider or provider_of(view.model, run.setting("model"))
+    budget_text = budget_text or run.setting("images.budget")
+    try:
+        budget = parse_size(str(budget_text)) if budget_text else DEFAULT_BUDGETS[provider]
+    except LookoutError as exc:
+        raise click.BadParameter(str(exc), param_hint="--budget") from None
+    keep = keep_recent if keep_recent is not None else int(run.setting("images.keep_recent", None, 5))
+    if not transcript.adapter.can_write and (repair or any(i.kind == IMAGE for i in view.items)):
+        run.warn(f"the {transcript.format} format is read-only here; images are reported, not cleared")
+        run.finish(transcript, report)
+        return
+
+    if repair:
+        report["repaired"] = repair_images(run, transcript, provider)
+        view = transcript.view()
+
+    plan = plan_clearing(view, budget, keep)
+    for choice in plan.clear:
+        cleared = clear_item(run.store, transcript, choice.item, f"image {choice.name}", tokens=choice.tokens)
+        report["cleared"].append({"name": choice.name, "bytes": cleared.nbytes, "tokens": choice.tokens,
+                                  "saved": str(cleared.content.path)})
+    report.update(budget=budget, provider=provider, before_bytes=plan.total,
+                  after_bytes=plan.total - sum(c.bytes for c in plan.clear),
+                  freed_tokens=sum(c.tokens for c in plan.clear),
+                  kept=[{"name": k.name, "bytes": k.bytes, "why": k.why} for k in plan.kept])
+    _say(run, report, plan)
+    run.finish(transcript, report, changes=len(plan.clear) + len(report["repaired"]))
+
+
+def _say(run: Run, report: dict, plan) -> None:
+    verb = "would clear" if run.dry_run else "cleared"
+    images = sum(1 for _ in plan.images)
+    if not plan.clear:
+        run.say(f"clear-images: {images} image(s), {human_size(plan.total)} of a "
+                f"{human_size(report['budget'])} budget; nothing to clear")
+    else:
+        run.say(f"clear-images: {verb} {len(plan.clear)} of {images} image(s): "
+                f"{human_size(report['before_bytes'])} -> {human_size(report['after_bytes'])} "
+                f"(budget {human_size(report['budget'])}), about {report['freed_tokens']:,} tokens freed")
+    for kept in plan.kept:
+        run.reporter.debug(f"kept {kept.name} ({human_size(kept.bytes)}): {kept.why}")
+    for fixed in report["repaired"]:
+        run.say(f"  repaired {fixed['name']}: {fixed['what']}")
+

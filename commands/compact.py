@@ -1,0 +1,205 @@
+"""``lookout compact``: make room in the context, in stages, with nothing lost."""
+
+from __future__ import annotations
+
+import click
+
+from lookout_cli.compact_plan import STAGES
+from lookout_cli.errors import LookoutError
+from lookout_cli.options import Run, filter_options
+
+EPILOG = """\b
+Examples:
+  lookout compact session.jsonl > next.jsonl            # only when compaction is due
+  lookout compact --force -i session.jsonl              # now, like /compact
+  lookout compact --force --instructions "keep the migration plan" < chat.jsonl > next.jsonl
+  lookout compact --dry-run --force --max-tokens 50k session.jsonl > /dev/null
+  lookout compact --force --summarizer command:'llm -m gpt-4o-mini' -i session.jsonl
+  lookout compact --force --summarizer anthropic --summary-model claude-haiku-4-5 -i s.jsonl
+  lookout mentions < chat.jsonl | lookout clear-images | lookout compact | lookout measure > next.jsonl
+
+\b
+Stages, in order (--stage runs the ones named, now):
+  prune      clear tool output the agent has read, oldest first, keeping the newest
+             40,000 tokens of output and the last two turns; only if it frees 20,000
+             tokens, and while the cache is warm only when that repays rewriting it
+  clamp      a tool output over max_tool_output_chars (50,000), or over its share of
+             the budget (a step's calls share a third), keeps its beginning and end
+  summarize  older turns become one note (goal, the user's messages word for word,
+             progress, decisions, files, commands, errors, next steps); the last
+             tail_turns (2) turns within preserve_recent_tokens (8,000) stay as they are
+  shorten    still over 85%: clear read output in the kept turns, then shorten unread
+             output, largest first, keeping its beginning and end
+  truncate   the last resort (--on-failure truncate): drop the oldest whole turns
+
+\b
+Summarizers: embedded (default; built from the transcript, no network), command:'CMD'
+(prompt on standard input, note on standard output), openai and anthropic (an
+OpenAI-compatible or Anthropic endpoint: --summary-url, --summary-model, the key in
+$OPENAI_API_KEY / $ANTHROPIC_API_KEY or --summary-key-env). An empty, failed, cut-off or
+longer-than-the-original summary is refused: the transcript passes through unchanged and
+compact exits 2 (or drops the oldest turns with --on-failure truncate).
+
+\b
+Reads the whole transcript (the split needs every turn). Cleared output, removed lines and
+the full pre-summary conversation are saved first; placeholders name the files, and
+`lookout restore` puts cleared output back. A second run with the same settings changes
+nothing. Config keys: compaction.auto, compaction.threshold_percent, compaction.prune,
+compaction.tail_turns, compaction.preserve_recent_tokens, compaction.reserved,
+compaction.model, compaction.summarizer, compaction.on_failure, max_tool_output_chars.
+
+\b
+Exit status: 0 compacted or nothing to do; 1 --check and something would change; 2 an
+error, including a refused summary or a result that would leave a call without its result.
+"""
+
+
+def _int(run: Run, key: str, flag, default: int) -> int:
+    value = run.setting(key, flag, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise LookoutError(f"{key}: {value!r} is not a whole number") from None
+
+
+def _bool(run: Run, key: str, flag, default: bool) -> bool:
+    value = run.setting(key, flag, default)
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+@click.command(epilog=EPILOG)
+@click.option("--force", is_flag=True, help="Compact now, due or not (what /compact does).")
+@click.option("--max-tokens", "--budget", "budget", metavar="SIZE",
+              help="The context budget to fit: tokens (50k, 1.5M) or a share of the window (80%) [config: budget].")
+@click.option("--model", "model_name", metavar="NAME", help="The chat's model, for its window and summary point "
+              "(default: the transcript's) [config: model].")
+@click.option("--stage", "stages", multiple=True, type=click.Choice(STAGES),
+              help="Run only this stage, now (repeat for several; they run in the usual order).")
+@click.option("--instructions", metavar="TEXT", help="What the summary must keep in full detail.")
+@click.option("--summarizer", metavar="SPEC",
+              help="embedded, command:'CMD', openai or anthropic [config: compaction.summarizer].")
+@click.option("--summary-model", metavar="NAME", help="The model that writes the summary [config: compaction.model].")
+@click.option("--summary-url", metavar="URL", help="The summarizer's base URL [config: compaction.base_url].")
+@click.option("--summary-key-env", metavar="VAR", help="The variable holding its API key [config: compaction.api_key_env].")
+@click.option("--summary-timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
+              help="Give up on the summarizer after this long [default: 300; config: compaction.timeout].")
+@click.option("--from-summary", "summary_file", type=click.File("r", encoding="utf-8"), metavar="FILE",
+              help="Use this note as the summary instead of writing one.")
+@click.option("--on-failure", type=click.Choice(["stop", "truncate"]),
+              help="When no usable summary comes back: stop (exit 2) or drop the oldest turns [default: stop].")
+@click.option("--threshold-percent", type=click.FloatRange(0, 100, min_open=True), metavar="PCT",
+              help="Compaction is due at this share of the budget [config: compaction.threshold_percent].")
+@click.option("--reserved", type=click.IntRange(0), metavar="TOKENS",
+              help="Tokens kept free for the reply [config: compaction.reserved].")
+@click.option("--tail-turns", type=click.IntRange(1), metavar="N",
+              help="Recent turns kept word for word [default: 2; config: compaction.tail_turns].")
+@click.option("--preserve-recent-tokens", type=click.IntRange(0), metavar="TOKENS",
+              help="Token budget for those turns [default: 8000; config: compaction.preserve_recent_tokens].")
+@click.option("--max-tool-output-chars", type=click.IntRange(0), metavar="N",
+              help="Clamp a tool output longer than this, 0 for no limit [default: 50000; config: max_tool_output_chars].")
+@click.option("--prune/--no-prune", "prune", default=None, help="Clear old tool output [config: compaction.prune].")
+@click.option("--estimate", is_flag=True, help="Count with the fast estimate instead of the tokenizer.")
+@click.option("--now", "now_text", metavar="ISO", help="The time to judge the cache's warmth against (default: now).")
+@filter_options(side_effects=True)
+def compact(run: Run, force, budget, model_name, stages, instructions, summarizer, summary_model, summary_url,
+            summary_key_env, summary_timeout, summary_file, on_failure, threshold_percent, reserved, tail_turns,
+            preserve_recent_tokens, max_tool_output_chars, prune, estimate, now_text) -> None:
+    """Make room in the context: prune, clamp, summarize, shorten, and truncate as a last resort.
+
+    Runs only when compaction is due (the budget's threshold_percent, or the room left falls to
+    the reserve) unless --force or --stage says to run now. Each stage is recorded the way the
+    transcript's own agent records it: Claude Code gets a compact_boundary and a summary line,
+    Codex a compacted record, message lists are rewritten. With --dry-run it prints what each
+    stage would clear, save and keep, and writes nothing.
+    """
+    from lookout_cli import compactor, prepared, summarizers
+    from lookout_cli.meter import parse_time
+
+    now = None
+    if now_text:
+        now = parse_time(now_text)
+        if now is None:
+            raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
+    threshold = run.setting("compaction.threshold_percent", threshold_percent)
+    options = compactor.Options(
+        force=force,
+        stages=tuple(stages) or None,
+        instructions=instructions,
+        on_failure=str(run.setting("compaction.on_failure", on_failure, "stop")),
+        auto=_bool(run, "compaction.auto", None, True),
+        model=run.setting("model", model_name),
+        budget=run.setting("budget", budget),
+        threshold_percent=float(threshold) if threshold is not None else None,
+        reserved=run.setting("compaction.reserved", reserved),
+        prune=_bool(run, "compaction.prune", prune, True),
+        tail_turns=_int(run, "compaction.tail_turns", tail_turns, 2),
+        preserve_recent_tokens=_int(run, "compaction.preserve_recent_tokens", preserve_recent_tokens, 8_000),
+        max_tool_output_chars=_int(run, "max_tool_output_chars", max_tool_output_chars, 50_000),
+        summary_tokens=_int(run, "compaction.summary_tokens", None, 20_000),
+        protect_tokens=_int(run, "compaction.prune_protect_tokens", None, 40_000),
+        prune_minimum=_int(run, "compaction.prune_minimum_tokens", None, 20_000),
+        estimate=estimate,
+        now=now,
+        models_config=run.setting("models", None, None),
+        dry_run=run.dry_run,
+    )
+    if options.on_failure not in ("stop", "truncate"):
+        raise LookoutError(f"compaction.on_failure: {options.on_failure!r} is not stop or truncate")
+    try:
+        writer = summarizers.make(run.setting("compaction.summarizer", summarizer),
+                                  run.setting("compaction.model", summary_model),
+                                  run.setting("compaction.base_url", summary_url),
+                                  run.setting("compaction.api_key_env", summary_key_env),
+                                  run.setting("compaction.timeout", summary_timeout))
+    except summarizers.SummaryFailed as exc:
+        raise click.UsageError(str(exc)) from None
+
+    transcript = run.load()
+    ready = None
+    if summary_file is not None:
+        ready = compactor.PreparedSummary(summary_file.read(), None, f"the note in {summary_file.name}")
+    elif transcript.adapter is not None and transcript.records:
+        kept = prepared.find(run.store, transcript)
+        if kept is not None:
+            ready = compactor.PreparedSummary(kept.summary, kept.keep_from,
+                                              f"the summary prepared while idle ({kept.created})")
+
+    if transcript.adapter is None or not transcript.records:
+        run.finish(transcript, {"command": "compact", "changed": False, "reason": "nothing to compact"}, changes=0)
+        return
+    try:
+        result = compactor.compact_transcript(transcript, options, run.store, writer, prepared=ready)
+    except LookoutError:
+        run.finish(transcript, {"command": "compact", "changed": False}, changes=0)  # the input, untouched
+        raise
+    if ready is not None and result.summary is not None and summary_file is None:
+        run.say(f"compact: started from {ready.source}")
+    _tell(run, result)
+    run.finish(transcript, result.report(), changes=1 if result.changed else 0)
+
+
+def _tell(run: Run, result) -> None:
+    from lookout_cli import compactor
+
+    head = compactor.summary_of(result)
+    if run.dry_run and result.changed:
+        head = head.replace("compact:", "compact (dry run, nothing written): would go", 1)
+    run.say(head)
+    if result.changed or run.dry_run:
+        for line in compactor.plan_lines(result, run.dry_run):
+            run.say(line)
+    if result.missing is not None and len(result.missing):
+        lost = result.missing.all()
+        shown = "; ".join(f"{kind} {text[:60]!r}" for kind, text in lost[:3])
+        run.warn(f"the summary lacks {len(lost)} of {result.facts} facts that must survive: {shown}"
+                 + (" …" if len(lost) > 3 else "") + " (see --report)")
+    if result.no_progress:
+        run.warn(f"compaction made little progress ({result.before:,} → {result.after:,} tokens, "
+                 f"{100 * (result.ratio or 0):.0f}% left): the kept turns, setup and summary fill the context; "
+                 "compacting again would not help; narrow the request, raise --max-tokens or start a new chat")
+    elif result.still_over:
+        run.warn(f"still over the goal after compacting ({result.after:,} tokens, goal {result.fit_at:,})")
+    if result.failure:
+        run.warn(f"the summary was refused ({result.failure}); the oldest turns were dropped instead")

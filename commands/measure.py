@@ -1,0 +1,174 @@
+"""``lookout measure``: the context meter. Passes the transcript through and reports what fills
+the model's context, what the provider counted, what it cost and what could be reclaimed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+
+import click
+import orjson
+
+from lookout_cli.errors import CheckFailed, LookoutError
+from lookout_cli.meter import PRESETS, Settings, measure as measure_view, parse_time
+from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
+from lookout_cli.options import Run, filter_options
+from lookout_cli.term import wants_color
+
+
+class Percent(click.ParamType):
+    """A percentage such as 80 or 80%."""
+
+    name = "pct"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().removesuffix("%")
+        try:
+            number = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a percentage like 80 or 80%", param, ctx)
+        if not 0 <= number <= 1000:
+            self.fail(f"{value!r} is out of range (0-1000)", param, ctx)
+        return number
+
+
+PERCENT = Percent()
+
+EPILOG = """\b
+Examples:
+  lookout measure --report-only ~/.claude/projects/-w-app/SESSION.jsonl
+  lookout mentions < chat.jsonl | lookout compact | lookout measure > next.jsonl
+  lookout measure --json session.jsonl | jq '.used.percent'
+  lookout measure --fail-at 85 -q session.jsonl > /dev/null   # in a git hook or CI
+  lookout measure --plot context.png --report report.json < rollout.jsonl > /dev/null
+
+\b
+Reads the whole transcript (the view of the model-visible context needs every record); the
+transcript passes through byte for byte. The report goes to standard error, or to standard
+output with --report-only (text) or --json, and as JSON to --report FILE.
+
+\b
+Every figure is marked exact (a provider count recorded in the transcript: the last response's
+input, cache write and cache read, and the cache totals), estimated (counted with the model's
+tiktoken encoding, or the fast estimate with --estimate), inferred (setup the transcript does
+not record, worked out from the first recorded prompt) or read from a file (--system, --tools,
+--rules, --skills, or CLAUDE.md / AGENTS.md found in the transcript's working folder).
+
+\b
+The meter is hidden under 10%, amber from meter.amber (75%) and red from meter.red (the
+model's summary point); --preset localpilot makes them 65% and 85%. Compaction is due at
+compaction.threshold_percent when set, or when the room left falls to the reserve.
+
+\b
+Exit status: 0 measured; 1 the context is at or over --fail-at (the transcript is still
+written first); 2 an error.
+"""
+
+
+@click.command(epilog=EPILOG + SCHEMA_TEXT)
+@filter_options(side_effects=False)
+@click.option("--model", "model_name", metavar="NAME", help="Measure for this model (default: the transcript's own).")
+@click.option("--budget", metavar="SIZE", help="The context budget: tokens (200k, 1.5M) or a share of the window (80%).")
+@click.option("--estimate", is_flag=True, help="Fast estimate instead of the tokenizer (no encoding loaded).")
+@click.option("--report-only", is_flag=True, help="Print the readable report on standard output instead of the transcript.")
+@click.option("--json", "json_out", is_flag=True, help="Print the JSON report on standard output instead of the transcript.")
+@click.option("--fail-at", type=PERCENT, metavar="PCT", help="Exit 1 when the context is at or over PCT percent of the budget.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
+              help="Draw the context over the session into a PNG file.")
+@click.option("--system", "system_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The system prompt, when the transcript does not record it.")
+@click.option("--tools", "tools_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The tool definitions (JSON or text), when the transcript does not record them.")
+@click.option("--rules", "rules_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The rules file (CLAUDE.md, AGENTS.md...), instead of looking in the transcript's folder.")
+@click.option("--skills", "skills_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The skills listing, when the transcript does not record it.")
+@click.option("--no-discover", is_flag=True, help="Do not look for CLAUDE.md / AGENTS.md in the transcript's folder.")
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), help="Meter thresholds: lookout (75%/summary point) or localpilot (65%/85%).")
+@click.option("--now", "now_text", metavar="ISO", help="The time to measure the warm cache against (default: now).")
+def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_at, plot_path, system_file,
+            tools_file, rules_file, skills_file, no_discover, preset, now_text) -> None:
+    """Report what fills the model's context; pass the transcript through unchanged.
+
+    Shows the tokens used of the budget and the meter's state, where the chat will be summarized
+    and where compaction is due; each part of the context (setup and conversation) with its
+    tokens and share; the last response's prompt as the provider counted it beside our estimate;
+    cache use, totals and cost at API prices, how long the cache stays warm; compactions so far,
+    duplicate file reads and the largest items that could be reclaimed.
+    """
+    if report_only and json_out:
+        raise click.UsageError("--report-only and --json cannot be used together")
+    now = None
+    if now_text:
+        now = parse_time(now_text)
+        if now is None:
+            raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
+    settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
+                            skills_file, no_discover, preset, now)
+    transcript = run.load()
+    meter = measure_view(transcript.view(), settings)
+    report = to_dict(meter, run.source, fail_at)
+    if plot_path:
+        from lookout_cli.plot import draw
+
+        try:
+            draw(meter, plot_path)
+        except OSError as exc:
+            raise LookoutError(f"--plot: {plot_path}: {exc.strerror or exc}") from None
+    params = click.get_current_context().params
+    if json_out:
+        _stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        run.write_report(report)
+    elif report_only:
+        colour = wants_color(params.get("color", "auto"), sys.stdout)
+        style = (lambda text, **kw: click.style(text, **kw)) if colour else None
+        _stdout(render(meter, style, run.source, fail_at).encode())
+        run.write_report(report)
+    else:
+        run.finish(transcript, report)
+        if not run.reporter.quiet:
+            click.echo(render(meter, run.reporter.style, run.source, fail_at), err=True, nl=False,
+                       color=run.reporter.color)
+    if fail_at is not None and meter.percent >= fail_at:
+        raise CheckFailed(f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%")
+
+
+def _stdout(data: bytes) -> None:
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        from lookout_cli.errors import PipeClosed
+
+        raise PipeClosed() from None
+
+
+def settings_for(run: Run, model_name, budget, estimate, system_file, tools_file, rules_file, skills_file,
+                 no_discover, preset, now: dt.datetime | None) -> Settings:
+    """The meter's settings: flags over LOOKOUT_* variables over the config files."""
+    amber, red = PRESETS.get(preset or "", (None, None))
+    return Settings(
+        model=run.setting("measure.model", model_name),
+        model_source="flag" if model_name else "config",
+        budget=run.setting("budget", budget),
+        estimate=bool(estimate or run.setting("measure.estimate", None, False)),
+        setup_files={"system": system_file, "tools": tools_file, "rules": rules_file, "skills": skills_file},
+        discover_rules=not no_discover,
+        now=now,
+        amber=_number(run.setting("meter.amber", amber), "meter.amber"),
+        red=_number(run.setting("meter.red", red), "meter.red"),
+        models_config=run.setting("models", None, None),
+        threshold_percent=_number(run.setting("compaction.threshold_percent", None), "compaction.threshold_percent"),
+        reserved=_number(run.setting("compaction.reserved", None), "compaction.reserved"),
+    )
+
+
+def _number(value, key: str):
+    if value is None or isinstance(value, (int, float)):
+        return value
+    try:
+        return float(str(value).strip().removesuffix("%"))
+    except ValueError:
+        raise LookoutError(f"{key}: {value!r} is not a number") from None

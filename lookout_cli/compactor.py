@@ -1,0 +1,800 @@
+"""``compact`` as a library: run the stages ``compact_plan`` works out, with nothing lost.
+
+``compact_transcript(transcript, options, store, summarizer)`` is what ``lookout compact`` and
+``prepare-idle`` call. It measures the context as ``lookout measure`` does (``meter``), decides
+whether compaction is due (``budget``), then runs prune, clamp, summarize and shorten (or the
+stages asked for, or truncate when a summary fails and that was asked for), re-measuring after
+each. Cleared output goes to the saved-output store first (``clearing``); a compaction goes
+through the format's adapter, which records it as that format's own agent does.
+
+Safety, in order of importance:
+
+- nothing is lost: every cleared output and every removed line is saved, and the placeholders
+  and the summary name where;
+- a call never loses its result: the validator's orphans before and after are compared, and a
+  run that would add one is refused, leaving the transcript as it was;
+- a bad summary (empty, an error, cut off, not shorter than what it replaces) is refused and the
+  transcript left as it was (or, if asked, the oldest turns are dropped instead);
+- the facts that must survive (the user's instructions, files, commands, error strings) are
+  checked in the note and the missing ones reported;
+- a run that frees little (after/before above 0.8) says so instead of inviting another run;
+- a second run with the same settings changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from lookout_cli import compact_plan as plan
+from lookout_cli import summarizers, summary_note
+from lookout_cli.clearing import clamp_item, clear_item
+from lookout_cli.errors import LookoutError
+from lookout_cli.formats import Transcript
+from lookout_cli.jsonl import Record
+from lookout_cli.saved import MARKER, SavedStore
+from lookout_cli.view import SETUP, TOOL_RESULT, Item, View
+
+NO_PROGRESS_RATIO = 0.8
+ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
+SAVED_PATH_RE = re.compile(r"It is saved in (.+?\.(?:txt|jsonl|bin))(?=[;.\]])")
+
+
+@dataclass
+class Options:
+    """What the caller chose (flags and config, already merged)."""
+
+    force: bool = False  # compact now, due or not (/compact)
+    stages: tuple[str, ...] | None = None  # only these stages, now (None: the automatic pipeline)
+    instructions: str | None = None  # what the summary must keep in full detail
+    on_failure: str = "stop"  # "stop" or "truncate" when no usable summary comes back
+    auto: bool = True  # compaction.auto: compact when due without being asked
+    model: str | None = None  # the chat's model (default: the transcript's)
+    budget: str | None = None  # --max-tokens/--budget: "200k", "80%"
+    threshold_percent: float | None = None
+    reserved: int | None = None
+    prune: bool = True
+    tail_turns: int = 2
+    preserve_recent_tokens: int = 8_000
+    max_tool_output_chars: int = 50_000
+    summary_tokens: int = 20_000
+    protect_tokens: int = 40_000
+    prune_minimum: int = 20_000
+    estimate: bool = False  # count with the fast estimate instead of the tokenizer
+    now: dt.datetime | None = None
+    models_config: dict | None = None
+    dry_run: bool = False  # plan only: external summarizers are not called
+
+
+@dataclass
+class PreparedSummary:
+    """A note written earlier for this transcript (``prepare-idle``, ``--from-summary``)."""
+
+    text: str
+    keep_from_line: int | None = None  # the line of the prompt its kept tail starts at
+    source: str = "a prepared summary"
+
+
+@dataclass
+class StageReport:
+    stage: str
+    ran: bool = False
+    detail: str = ""
+    items: list[dict] = field(default_factory=list)  # what was cleared, clamped, kept…
+    freed: int = 0  # tokens, estimated
+    saved: list[str] = field(default_factory=list)  # files in the store
+
+    def as_dict(self) -> dict:
+        return {"stage": self.stage, "ran": self.ran, "detail": self.detail, "freed": self.freed,
+                "items": self.items, "saved": self.saved}
+
+
+@dataclass
+class CompactResult:
+    due: bool = False
+    reason: str = ""  # why nothing ran, or what happened, in one line
+    before: int = 0  # tokens, as ``measure`` counts them
+    after: int = 0
+    basis: str = "estimated"
+    budget: int = 0
+    due_at: int = 0
+    summary_point: int = 0
+    fit_at: int = 0
+    model: str | None = None
+    model_known: bool = True
+    stages: list[StageReport] = field(default_factory=list)
+    changed: bool = False
+    summary: str | None = None
+    summarizer: str | None = None
+    missing: summary_note.Facts | None = None
+    facts: int = 0  # how many must-survive facts were checked
+    no_progress: bool = False
+    still_over: bool = False
+    failure: str | None = None  # a summary that was refused, and why
+    counted: int = 0  # distinct texts tokenized
+    reused: int = 0  # counts served from memory
+
+    @property
+    def ratio(self) -> float | None:
+        return self.after / self.before if self.before else None
+
+    def report(self) -> dict:
+        return {
+            "command": "compact",
+            "due": self.due,
+            "changed": self.changed,
+            "reason": self.reason,
+            "model": self.model,
+            "model_known": self.model_known,
+            "tokens": {"before": self.before, "after": self.after, "basis": self.basis, "budget": self.budget,
+                       "due_at": self.due_at, "summary_point": self.summary_point, "goal": self.fit_at},
+            "ratio": round(self.ratio, 4) if self.ratio is not None else None,
+            "no_progress": self.no_progress,
+            "still_over": self.still_over,
+            "stages": [s.as_dict() for s in self.stages],
+            "summary": None if self.summary is None else {
+                "summarizer": self.summarizer,
+                "text": self.summary,
+                "facts_checked": self.facts,
+                "missing": self.missing.as_dict() if self.missing else {},
+            },
+            "failure": self.failure,
+            "tokenized": {"distinct_texts": self.counted, "reused": self.reused},
+        }
+
+
+class Gauge:
+    """Counts the way ``lookout measure`` does: the same counter, models file and budget."""
+
+    def __init__(self, options: Options, view: View, store: SavedStore | None = None,
+                 originals: dict[str, str] | None = None) -> None:
+        from lookout_cli import meter
+        from lookout_cli.tokens import TokenCounter
+
+        self.meter = meter
+        self.model = options.model or view.model
+        self.counter = TokenCounter.for_model(self.model, exact=not options.estimate)
+        self.settings = meter.Settings(model=options.model, budget=options.budget, estimate=options.estimate,
+                                       now=options.now, models_config=options.models_config,
+                                       threshold_percent=options.threshold_percent, reserved=options.reserved)
+        self.model_info = meter.lookup_model(self.model, options.models_config)
+        self.provider = meter.image_provider(self.model, view.format)
+        self.store = store
+        self.originals = originals if originals is not None else {}
+
+    def measure(self, view: View):
+        m = self.meter.measure(view, self.settings, counter=self.counter, model_info=self.model_info)
+        self._recalibrate(view, m)
+        return m
+
+    def _recalibrate(self, view: View, m) -> None:
+        """The provider's last count predates what lookout cleared before it, so the calibration
+        must compare it with the estimate of what the provider saw: cleared parts count at their
+        original size (named in the placeholder, or read back from the store)."""
+        if m.calibration is None or m.last is None or not m.last.estimate:
+            return
+        usage = self.meter.last_usage(view)
+        response = self.meter.locate(view, usage) if usage is not None else None
+        if response is None:
+            return
+        tokens = self.tokens(view)
+        extra = 0
+        for item, t in zip(view.items[: response.start], tokens):
+            if item.kind == TOOL_RESULT and MARKER in item.text:
+                extra += max(0, self.original_tokens(item) - t)
+        if not extra:
+            return
+        ratio = self.meter.calibration_ratio(m.last.prompt, m.last.estimate + extra)
+        setup = sum(p.tokens for p in m.parts if p.group == "setup")
+        m.calibration = ratio
+        m.used = self.meter.context_used(view, tokens, setup, _inferred(m), ratio)
+
+    def original_tokens(self, item: Item) -> int:
+        match = ABOUT_TOKENS_RE.search(item.text)
+        if match:
+            return int(match.group(1).replace(",", ""))
+        text = saved_text(self.store, item, self.originals) if self.store is not None else item.text
+        return self.counter.count(text)
+
+    def tokens(self, view: View) -> list[int]:
+        return self.meter.item_tokens(view, self.counter, self.provider)
+
+
+def _scale(m) -> float:
+    """Provider tokens per counted token (the calibration ``measure`` applies)."""
+    ratio = m.calibration
+    return ratio if ratio and 0.25 <= ratio <= 4 else 1.0
+
+
+def _inferred(m) -> int:
+    return sum(p.tokens for p in m.parts if p.basis == "inferred")
+
+
+def _clone(record: Record) -> Record:
+    """A copy of a record that can be edited without touching the original."""
+    if not record.edited:
+        return Record(record.lineno, record.raw)
+    import copy
+
+    clone = Record(record.lineno, record.raw, copy.deepcopy(record.obj))
+    clone.edited = True
+    return clone
+
+
+class _Snapshot:
+    """The records as they are before a run, to put back when the run is refused. Records are
+    edited in place (``Record.edit`` parses a fresh copy the first time), so their state is
+    kept, and a deep copy of any record an earlier step already edited."""
+
+    def __init__(self, transcript: Transcript) -> None:
+        import copy
+
+        self.records = list(transcript.records)
+        self.state = [(r, copy.deepcopy(r._obj) if r.edited else r._obj, r.edited, r.lineno)
+                      for r in transcript.records]
+
+    def restore(self, transcript: Transcript) -> None:
+        for record, obj, edited, lineno in self.state:
+            record._obj, record.edited, record.lineno = obj, edited, lineno
+        transcript.records = list(self.records)
+        transcript.invalidate()
+
+
+def _orphan_keys(view: View) -> set[tuple[str, str]]:
+    return {(i.kind, i.call_id or "") for i in view.orphans()}
+
+
+def saved_text(store: SavedStore, item: Item, known: dict[str, str] | None = None) -> str:
+    """An item's text as the agent first saw it: cleared output comes back from the store."""
+    if item.kind != TOOL_RESULT or MARKER not in item.text:
+        return item.text
+    match = SAVED_PATH_RE.search(item.text)
+    if not match:
+        return item.text
+    path = match.group(1)
+    folder, name = path.rsplit("/", 2)[-2:]
+    sha = folder + name.split(".", 1)[0]
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        return item.text
+    if known and sha in known:
+        return known[sha]
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        data = store.get(sha)
+    if data is None or hashlib.sha256(data).hexdigest() != sha:
+        return item.text
+    return data.decode("utf-8", "replace")
+
+
+def _describe(item: Item, tokens: int, saved=None) -> dict:
+    entry = {"line": item.record.lineno, "kind": item.kind, "tool": item.tool, "call_id": item.call_id,
+             "tokens": tokens}
+    if saved is not None:
+        entry["saved"] = str(saved.path)
+    return entry
+
+
+class Compactor:
+    """One compaction of one transcript (see ``compact_transcript``).
+
+    The context is measured the way ``lookout measure`` does it at the start, after a stage
+    that changes the transcript's structure (a summary, a truncation) and at the end; between
+    those, clearing edits the current view in place and the estimate of the tokens used drops
+    by what each clear frees, so a large transcript is parsed and tokenized as few times as
+    possible (each distinct text is tokenized once: the counter remembers it)."""
+
+    def __init__(self, transcript: Transcript, options: Options, store: SavedStore,
+                 summarizer: summarizers.Summarizer | None, prepared: PreparedSummary | None,
+                 say: Callable[[str], None] | None) -> None:
+        self.transcript = transcript
+        self.options = options
+        self.store = store
+        self.summarizer = summarizer or summarizers.Embedded()
+        self.prepared = prepared
+        self.say = say or (lambda text: None)
+        self.result = CompactResult()
+        self.gauge: Gauge | None = None
+        self.meter = None
+        self.planned_keep: Item | None = None  # where the summary would have started the kept turns
+        self._view: View | None = None  # the current view, patched in place after clearing
+        self._tokens: list[int] | None = None  # its items' tokens
+        self._used = 0  # tokens used now (measured, then estimated between measurements)
+        self.dirty = False  # changed since the last measurement
+        self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (this run)
+
+    # --- measuring --------------------------------------------------------------------------
+    @property
+    def view(self) -> View:
+        if self._view is None:
+            self._view = self.transcript.view()
+            self._tokens = None
+        return self._view
+
+    @property
+    def tokens(self) -> list[int]:
+        if self._tokens is None:
+            self._tokens = self.gauge.tokens(self.view)
+        return self._tokens
+
+    def restructured(self) -> None:
+        """The adapter changed the transcript's structure: the view must be built again."""
+        self._view = None
+        self._tokens = None
+        self.dirty = True
+
+    def measure(self):
+        records = self.transcript.records
+        if any(r.lineno == 0 for r in records):  # lines a stage added: number them as written
+            for n, record in enumerate(records, 1):
+                record.lineno = n
+            self.transcript.invalidate()
+        self._view = self.transcript.view()
+        self._tokens = None
+        self.meter = self.gauge.measure(self._view)
+        self._used = self.meter.used.tokens
+        self.dirty = False
+        return self.meter
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    @property
+    def scale(self) -> float:
+        return _scale(self.meter)
+
+    def replaced(self, index: int, text: str) -> int:
+        """Item ``index`` now reads ``text``: patch the view and the estimate; tokens freed."""
+        item = self.view.items[index]
+        tokens = self.tokens
+        old = tokens[index]
+        new = self.gauge.counter.count(text)
+        item.text = text
+        tokens[index] = new
+        self._used -= round((old - new) * self.scale)
+        self.dirty = True
+        return old - new
+
+    def settings(self) -> plan.Settings:
+        o, b = self.options, self.meter.budget
+        fit = max(1, min(b.due_at, b.summary_point) - 1)
+        return plan.Settings(
+            budget=b.budget, fit_at=fit, summary_point=b.summary_point,
+            shorten_at=min(int(b.budget * 0.85), b.summary_point),
+            prune=o.prune, protect_tokens=o.protect_tokens, prune_minimum=o.prune_minimum,
+            max_tool_output_chars=o.max_tool_output_chars, step_share=int(b.budget / 3),
+            tail_turns=o.tail_turns, preserve_recent_tokens=o.preserve_recent_tokens,
+            summary_tokens=o.summary_tokens,
+        )
+
+    # --- the run ----------------------------------------------------------------------------
+    def run(self) -> CompactResult:
+        t, r, o = self.transcript, self.result, self.options
+        if t.adapter is None:
+            r.reason = "the transcript's format is unknown: nothing to compact"
+            return r
+        self.gauge = Gauge(o, t.view(), self.store, self.originals)
+        m = self.measure()
+        r.model, r.model_known = self.gauge.model, bool(getattr(self.gauge.model_info, "known", True))
+        r.before = r.after = m.used.tokens
+        r.basis = m.used.basis
+        r.budget, r.due_at, r.summary_point = m.budget.budget, m.budget.due_at, m.budget.summary_point
+        r.fit_at = self.settings().fit_at
+        r.due = m.budget.due
+        explicit = o.force or o.stages is not None
+        if not explicit:
+            why = self._not_due(m)
+            if why:
+                r.reason = why
+                return self._done()
+        if not t.adapter.can_write:
+            r.reason = f"the {t.adapter.name} format is read-only here: passed through unchanged"
+            return self._done()
+        orphans = _orphan_keys(self.view)
+        snapshot = _Snapshot(t)
+        try:
+            self._stages(explicit)
+            if self.dirty:
+                self.measure()
+            new = _orphan_keys(t.view()) - orphans
+            if new:
+                kind, call = sorted(new)[0]
+                raise LookoutError(f"compact would leave a {kind.replace('_', ' ')} ({call}) without its "
+                                   "partner; nothing was written")
+        except BaseException:
+            snapshot.restore(t)
+            raise
+        r.changed = any(st.ran for st in r.stages)
+        if not r.changed:
+            snapshot.restore(t)
+        r.after = self.used
+        r.basis = self.meter.used.basis
+        settings = self.settings()
+        r.still_over = r.after > max(settings.fit_at, settings.shorten_at) and r.changed
+        if r.changed and r.before and r.after / r.before > NO_PROGRESS_RATIO and r.after >= settings.fit_at:
+            r.no_progress = True
+        if not r.reason:
+            details = "; ".join(f"{st.stage} {st.detail}" for st in r.stages if st.detail)
+            r.reason = "compacted" if r.changed else "nothing to compact" + (f" ({details})" if details else "")
+        return self._done()
+
+    def _done(self) -> CompactResult:
+        if self.gauge is not None:
+            self.result.counted = self.gauge.counter.misses
+            self.result.reused = self.gauge.counter.hits
+        return self.result
+
+    def _not_due(self, m) -> str | None:
+        o = self.options
+        pct = 100 * m.used.tokens / m.budget.budget if m.budget.budget else 0
+        if not o.auto:
+            return "automatic compaction is off (compaction.auto = false); use --force to compact now"
+        if not getattr(self.gauge.model_info, "known", True) and o.budget is None:
+            return (f"the model {self.gauge.model or '(none recorded)'} is not in the models file, so its "
+                    "context is not tracked; pass --model, --max-tokens or --force")
+        if not m.budget.due:
+            return (f"not due: {m.used.tokens:,} of {m.budget.budget:,} tokens ({pct:.0f}%); "
+                    f"compaction is due at {m.budget.due_at:,}")
+        return None
+
+    def _stages(self, explicit: bool) -> None:
+        o = self.options
+        wanted = o.stages or plan.DEFAULT_STAGES
+        order = [s for s in plan.STAGES if s in wanted]
+        for stage in order:
+            settings = self.settings()
+            if stage == "prune":
+                self.prune(settings, explicit)
+            elif stage == "clamp":
+                self.clamp(settings)
+            elif stage == "summarize":
+                if o.stages is None and not o.force and self.used < settings.fit_at:
+                    self.result.stages.append(StageReport(
+                        "summarize", detail=f"not needed: {self.used:,} tokens, under the goal of {settings.fit_at:,}"))
+                    continue
+                self.summarize_or_truncate(settings)
+            elif stage == "shorten":
+                self.shorten(settings)
+            elif stage == "truncate":
+                self.truncate(settings, "asked for")
+
+    def clear(self, index: int, what: str, report: StageReport, **extra) -> None:
+        """Save item ``index`` and leave a placeholder (``clearing.clear_item``)."""
+        item, tokens = self.view.items[index], self.tokens[index]
+        original = item.text
+        cleared = clear_item(self.store, self.transcript, item, what, tokens=tokens)
+        self.originals[cleared.content.sha256] = original
+        report.items.append({**_describe(item, tokens, cleared.content), **extra})
+        report.saved.append(str(cleared.content.path))
+        report.freed += self.replaced(index, cleared.text)
+
+    def cut(self, index: int, head: int, tail: int, report: StageReport, what: str | None = None,
+            **extra) -> bool:
+        """Keep item ``index``'s beginning and end, save the middle (``clearing.clamp_item``)."""
+        item, tokens = self.view.items[index], self.tokens[index]
+        original = item.text
+        done = clamp_item(self.store, self.transcript, item, head, tail, **({"what": what} if what else {}))
+        if done is None:
+            return False
+        self.originals[done.content.sha256] = original
+        report.items.append({**_describe(item, tokens, done.content), "kept_chars": head + tail, **extra})
+        report.saved.append(str(done.content.path))
+        report.freed += self.replaced(index, done.text)
+        return True
+
+    # --- 1. prune ---------------------------------------------------------------------------
+    def prune(self, s: plan.Settings, explicit: bool) -> None:
+        report = StageReport("prune")
+        self.result.stages.append(report)
+        p = plan.plan_prune(self.view.items, self.tokens, s)
+        if p.skipped:
+            report.detail = f"skipped: {p.skipped}"
+            return
+        if not explicit and self.used < s.summary_point:
+            ok, why = plan.worth_rewrite(p, self.tokens, self._cache(), s)
+            if not ok:
+                report.detail = (f"waiting: {why}; clearing {p.freed:,} tokens waits for the summary "
+                                 f"point ({s.summary_point:,})")
+                return
+        for i in p.items:
+            self.clear(i, f"{self.view.items[i].tool or 'tool'} output", report)
+        report.ran = True
+        report.detail = f"cleared {len(p.items)} tool output(s) the agent had read, about {report.freed:,} tokens"
+
+    def _cache(self) -> plan.CacheCost | None:
+        warm = self.meter.warm
+        if warm is None:
+            return None
+        info = self.gauge.model_info
+        base = getattr(info, "price_input", None)
+        write_price = getattr(info, "price_cache_write_1h" if warm.tier == "1h" else "price_cache_write_5m", None)
+        read_price = getattr(info, "price_cache_read", None)
+        write = write_price / base if base and write_price else (2.0 if warm.tier == "1h" else 1.25)
+        read = read_price / base if base and read_price else 0.1
+        return plan.CacheCost(warm=not warm.expired, write=write, read=read)
+
+    # --- 2. clamp ---------------------------------------------------------------------------
+    def clamp(self, s: plan.Settings, report: StageReport | None = None) -> None:
+        report = report or StageReport("clamp")
+        if report not in self.result.stages:
+            self.result.stages.append(report)
+        for c in plan.plan_clamp(self.view.items, self.tokens, s):
+            self.cut(c.index, c.head, c.tail, report, reason=c.reason)
+        if report.items:
+            report.ran = True
+            report.detail = (f"kept the beginning and end of {len(report.items)} long tool output(s), "
+                             f"about {report.freed:,} tokens freed")
+        elif not report.detail:
+            report.detail = f"nothing over {s.max_tool_output_chars:,} characters or its step's share"
+
+    # --- 3. summarize -----------------------------------------------------------------------
+    def summarize_or_truncate(self, s: plan.Settings) -> None:
+        try:
+            self.summarize(s)
+        except summarizers.SummaryFailed as exc:
+            self.result.failure = str(exc)
+            self.result.stages[-1].detail += f"refused: {exc}"
+            if self.options.on_failure == "truncate":
+                self.truncate(s, f"the summary failed: {exc}", keep=self.planned_keep)
+                return
+            raise LookoutError(f"compact: {exc}; the transcript was left as it was") from None
+        clamped = next((st for st in self.result.stages if st.stage == "clamp" and st.ran), None)
+        if clamped is not None and self.result.stages[-1].ran:
+            self.clamp(s, clamped)  # some formats copy the kept turns: clamp the copies too
+
+    def summarize(self, s: plan.Settings) -> None:
+        report = StageReport("summarize")
+        self.result.stages.append(report)
+        view = self.view
+        items = view.items
+        tokens = self.tokens
+        split = plan.plan_split(items, tokens, s)
+        prepared = self.prepared
+        if prepared is not None and prepared.keep_from_line is not None:
+            hint = next((i for i, it in enumerate(items) if it.prompt and it.record.lineno == prepared.keep_from_line),
+                        None)
+            if hint is not None and (split.keep_from is None or hint != split.keep_from):
+                split = _split_at(items, tokens, hint)
+        if split.keep_from is None:
+            report.detail = split.reason or "nothing to summarize"
+            return
+        self.planned_keep = items[split.keep_from]
+        head = [items[i] for i in split.head]
+        previous = [items[i] for i in split.previous]
+        fresh = [it for it in head if it not in previous]
+        text_of = self.text_of
+        digest = self._digest(fresh, previous, text_of)
+        original = self.store.put(summary_note.transcript_text(head, text_of, limit=10**9).encode("utf-8", "surrogatepass"),
+                                  "text", what="the context before a summary")
+        digest.original = (f"The whole conversation before this summary is saved in {original.path} "
+                           "(plain text); read or search it when you need a detail this summary left out.")
+        scale = self.scale
+        room = int(s.fit_at / scale) - _inferred(self.meter) - split.setup_tokens - split.tail_tokens
+        budget = plan.note_budget(split, s, room)
+        request = summarizers.Request(
+            items=head, digest=digest, budget=budget, replaced_tokens=split.head_tokens,
+            count=self.gauge.counter.count, text_of=text_of, instructions=self.options.instructions,
+            previous=[p.text for p in previous], chat_model=self.gauge.model,
+        )
+        summarizer = self.summarizer
+        if prepared is not None:
+            summarizer = summarizers.Prepared(prepared.text, prepared.source)
+        used = summarizer
+        if self.options.dry_run and summarizer.external:
+            used = summarizers.Embedded()  # plan with the embedded note; call nobody on a dry run
+            report.detail = f"would ask {summarizer.describe()}; "
+        raw = used.summarize(request)
+        if isinstance(used, summarizers.Embedded) and self.gauge.counter.count(raw) >= split.head_tokens:
+            report.detail += (f"nothing worth summarizing: the earlier turns hold only {split.head_tokens:,} "
+                              "tokens, no more than a note would take")
+            return
+        note = summarizers.check(raw, request)
+        if not isinstance(used, summarizers.Embedded):
+            note = summarizers.check(summary_note.pin(note, digest), request)
+        facts = summary_note.must_survive(digest)
+        self.result.missing = summary_note.missing(note, facts)
+        self.result.facts = len(facts)
+        self.result.summary = note
+        self.result.summarizer = summarizer.describe()
+        note_tokens = self.gauge.counter.count(note)
+        post = self.used - round((split.head_tokens - note_tokens) * scale)
+        written = self.transcript.adapter.compact(
+            self.transcript, note, items[split.keep_from],
+            {"trigger": self._trigger(), "pre_tokens": self.used, "post_tokens": max(post, 0),
+             "save": self._saver(report)},
+        )
+        if not written:
+            report.detail = "nothing to summarize: this summary is already in place"
+            self.result.summary = None
+            return
+        report.ran = True
+        report.freed = split.head_tokens - note_tokens
+        turns = sum(1 for it in head if it.prompt)
+        report.items = [{"summarized_turns": turns, "summarized_tokens": split.head_tokens,
+                         "note_tokens": note_tokens, "kept_turns": split.tail_turns,
+                         "kept_tokens": split.tail_tokens, "kept_from_line": items[split.keep_from].record.lineno,
+                         "updated_earlier_summary": bool(previous)}]
+        report.saved.append(str(original.path))
+        report.detail += (f"{turns} earlier turn(s), {split.head_tokens:,} tokens → a {note_tokens:,}-token note "
+                          f"({summarizer.describe()}); kept the last {split.tail_turns} turn(s) word for word "
+                          f"({split.tail_tokens:,} tokens)")
+        self.restructured()
+        self.measure()
+
+    def text_of(self, item: Item) -> str:
+        """An item's text as the agent first saw it (cleared output comes back)."""
+        if item.kind != TOOL_RESULT or MARKER not in item.text:
+            return item.text
+        return saved_text(self.store, item, self.originals)
+
+    def _digest(self, fresh: Sequence[Item], previous: Sequence[Item], text_of) -> summary_note.Digest:
+        new = summary_note.digest(fresh, text_of, self.options.instructions)
+        old: summary_note.Digest | None = None
+        for item in previous:
+            parsed = summary_note.parse(item.text)
+            if parsed is None:
+                parsed = summary_note.Digest(earlier=[_strip_marker(item.text)])
+            old = parsed if old is None else summary_note.merge(old, parsed)
+        return summary_note.merge(old, new) if old is not None else new
+
+    def _saver(self, report: StageReport) -> Callable[[list[Record]], str]:
+        def save(records: list[Record]) -> str:
+            data = b"".join(r.raw if r.raw is not None else r.to_bytes() for r in records)
+            saved = self.store.put(data, "record", lines=len(records))
+            report.saved.append(str(saved.path))
+            return f"{MARKER}{saved.sha256}"
+        return save
+
+    def _trigger(self) -> str:
+        return "manual" if self.options.force or self.options.stages is not None else "auto"
+
+    # --- 4. shorten -------------------------------------------------------------------------
+    def shorten(self, s: plan.Settings) -> None:
+        report = StageReport("shorten")
+        self.result.stages.append(report)
+        if self.used <= s.shorten_at:
+            report.detail = f"not needed: {self.used:,} tokens, under {s.shorten_at:,}"
+            return
+        cleared = shortened = 0
+        aim = int(s.shorten_at * 0.99)  # a little under, for what the estimate misses
+        for _round in range(3):
+            excess = int((self.used - aim) / self.scale) + 1
+            p = plan.plan_shorten(self.view.items, self.tokens, excess)
+            if not p.clear and not p.shorten:
+                break
+            for i in p.clear:
+                self.clear(i, f"{self.view.items[i].tool or 'tool'} output (already read; cleared to fit)", report,
+                           action="cleared")
+                cleared += 1
+            for c in p.shorten:
+                if self.cut(c.index, c.head, c.tail, report,
+                            "the middle of this output, which was shortened to fit the context", action="shortened"):
+                    shortened += 1
+            report.ran = True
+            self.measure()  # the next round, if any, starts from what measure counts
+            if self.used <= s.shorten_at:
+                break
+        if report.ran:
+            report.detail = (f"cleared {cleared} read output(s) and shortened {shortened} unread one(s) "
+                             "in the kept turns")
+        else:
+            report.detail = "nothing left to shorten: the rest is the latest request, the setup and the summary"
+
+    # --- 5. truncate ------------------------------------------------------------------------
+    def truncate(self, s: plan.Settings, why: str, keep: Item | None = None) -> None:
+        """Drop the oldest turns: those a failed summary would have replaced (``keep``), else
+        as many as the goal needs."""
+        report = StageReport("truncate")
+        self.result.stages.append(report)
+        view = self.view
+        tokens = self.tokens
+        scale = self.scale
+        if keep is not None and keep in view.items:
+            at = view.items.index(keep)
+            dropped = [i for i in range(at) if view.items[i].kind != SETUP]
+            p = plan.TruncatePlan(at, sum(1 for i in dropped if view.items[i].prompt),
+                                  sum(tokens[i] for i in dropped))
+        else:
+            if self.used <= s.fit_at and not self.options.force:
+                report.detail = f"not needed: {self.used:,} tokens fit the goal of {s.fit_at:,}"
+                return
+            p = plan.plan_truncate(view.items, tokens, int(s.fit_at / scale), fixed=_inferred(self.meter))
+        if p.keep_from is None:
+            report.detail = p.reason or "nothing to drop"
+            return
+        keep = view.items[p.keep_from]
+        written = self.transcript.adapter.compact(
+            self.transcript, None, keep,
+            {"trigger": self._trigger(), "pre_tokens": self.used,
+             "post_tokens": max(0, self.used - round(p.dropped_tokens * scale)), "save": self._saver(report)},
+        )
+        if not written:
+            report.detail = "nothing to drop"
+            return
+        report.ran = True
+        report.freed = p.dropped_tokens
+        report.items = [{"dropped_turns": p.dropped_turns, "dropped_tokens": p.dropped_tokens,
+                         "kept_from_line": keep.record.lineno}]
+        report.detail = f"dropped the {p.dropped_turns} oldest turn(s), {p.dropped_tokens:,} tokens ({why})"
+        self.restructured()
+        self.measure()
+
+
+def _strip_marker(text: str) -> str:
+    return re.sub(r"\s*lookout-restore:[0-9a-f]{64}", "", text)
+
+
+def _split_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> plan.Split:
+    head = [i for i in range(keep) if items[i].kind != SETUP]
+    previous = [i for i in head if items[i].kind == "summary"]
+    return plan.Split(keep, head, previous, sum(1 for i in range(keep, len(items)) if items[i].prompt),
+                      sum(tokens[keep:]), sum(tokens[i] for i in head),
+                      sum(t for it, t in zip(items, tokens) if it.kind == SETUP))
+
+
+def compact_transcript(transcript: Transcript, options: Options | None = None, store: SavedStore | None = None,
+                       summarizer: summarizers.Summarizer | None = None, *,
+                       prepared: PreparedSummary | None = None,
+                       say: Callable[[str], None] | None = None) -> CompactResult:
+    """Compact ``transcript`` in place (its records change; nothing is written to disk except
+    the saved-output store). Raises ``LookoutError`` when it must refuse (a bad summary, a
+    call left without its result) and then leaves the transcript as it was."""
+    if store is None:
+        from lookout_cli.paths import save_dir
+
+        store = SavedStore(save_dir(), dry_run=bool(options and options.dry_run), command="compact",
+                           transcript=transcript.source)
+    return Compactor(transcript, options or Options(), store, summarizer, prepared, say).run()
+
+
+def prepare_summary(transcript: Transcript, options: Options | None = None, store: SavedStore | None = None,
+                    summarizer: summarizers.Summarizer | None = None) -> PreparedSummary | None:
+    """Write the note ``compact --force`` would write now, without changing the transcript
+    (for ``prepare-idle``). None when there is nothing to summarize."""
+    options = options or Options()
+    forced = Options(**{**options.__dict__, "force": True, "stages": ("summarize",)})
+    records = transcript.records
+    trial = Transcript([_clone(r) for r in records], transcript.adapter, transcript.source)
+    if store is None:
+        from lookout_cli.paths import save_dir
+
+        store = SavedStore(save_dir(), dry_run=options.dry_run, command="prepare-idle", transcript=transcript.source)
+    result = Compactor(trial, forced, store, summarizer, None, None).run()
+    if result.summary is None:
+        return None
+    stage = next((s for s in result.stages if s.stage == "summarize" and s.ran), None)
+    line = stage.items[0]["kept_from_line"] if stage and stage.items else None
+    return PreparedSummary(result.summary, line, "a summary prepared while the chat was idle")
+
+
+def summary_of(result: CompactResult) -> str:
+    """A one-line account of a run, for standard error."""
+    if not result.changed:
+        return f"compact: {result.reason}"
+    pct = f" ({100 * result.after / result.budget:.0f}% of {result.budget:,})" if result.budget else ""
+    return f"compact: {result.before:,} → {result.after:,} tokens{pct}"
+
+
+def plan_lines(result: CompactResult, dry_run: bool = False, limit: int = 8) -> list[str]:
+    """What each stage did (or, on a dry run, would do), for standard error."""
+    lines = []
+    for st in result.stages:
+        verb = st.detail
+        if dry_run:
+            verb = verb.replace("cleared ", "would clear ", 1).replace("kept the beginning", "would keep the beginning", 1)
+        lines.append(f"  {st.stage:<10} {verb}")
+        shown = [x for x in st.items if "line" in x][:limit]
+        for x in shown:
+            what = f"{x.get('tool') or x.get('kind')} {x.get('call_id') or ''}".strip()
+            lines.append(f"    line {x['line']}: {what}, {x['tokens']:,} tokens"
+                         + (f" → {x['saved']}" if x.get("saved") else ""))
+        more = len([x for x in st.items if "line" in x]) - len(shown)
+        if more > 0:
+            lines.append(f"    … and {more} more (see --report)")
+    return lines
+

@@ -1,0 +1,301 @@
+"""Claude Code session files: find the live conversation in the ``parentUuid`` tree.
+
+A Claude Code file is append-only and holds a tree: rewinds leave dead branches, compactions
+start new roots (a ``compact_boundary`` with ``parentUuid: null`` that points back through
+``logicalParentUuid``), subagents write sidechains. This module finds, for the newest line of
+the main chain (the *leaf*), the path back to its root, cut into *segments* at compaction
+boundaries: the last segment is what the model sees on its next request.
+
+Decisions (see formats.md §1 and the adapter report). Claude Code's own loader
+(``loadTranscriptFile`` → ``applyPreservedSegmentRelinks`` → ``findLatestMessage`` →
+``buildConversationChain`` → ``recoverOrphanedParallelToolResults``, as described by public
+studies of its source [secondary]) is followed where it is known:
+
+- The leaf is the conversation line (user, assistant, attachment, system) that no line names
+  as its parent and that has the newest timestamp (the first of equal ones; the newest in
+  file order when no timestamp parses), not a sidechain line. ``last-prompt.leafUuid`` is not
+  used: it can name the current turn's prompt, an ancestor of the live leaf.
+- A file whose conversation lines are all sidechain lines (a 2.x ``subagents/agent-ID.jsonl``
+  file) is read as that subagent's own conversation: the same walk over its lines.
+- ``parentUuid`` resolves to the nearest line *before* the child with that uuid (a parent is
+  always written before its children). This makes cycles impossible and copes with files that
+  repeat a uuid (anthropics/claude-code #92089; trimmed fixtures).
+- ``compactMetadata.preservedSegment`` on the last boundary (2.1.x partial compaction): if its
+  tail walks back to its head, the head's parent becomes ``anchorUuid`` and the anchor's other
+  children move under the tail, for the live conversation only.
+- Parallel tool calls: newer versions parent each tool result on its own assistant line, so a
+  single walk misses sibling lines of the same response. Lines that share a ``message.id`` with
+  a response on the path, and tool results answering its calls, are stitched back in when their
+  parent is on the path.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from lookout_cli.jsonl import Record
+
+CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
+CHAIN_TYPES = CONVERSATION_TYPES | {"progress", "saved_hook_context"}
+METADATA_TYPES = frozenset({
+    "summary", "file-history-snapshot", "file-history-delta", "queue-operation", "last-prompt",
+    "ai-title", "custom-title", "agent-name", "agent-setting", "agent-color", "tag",
+    "permission-mode", "mode", "worktree-state", "pr-link", "frame-link", "bridge-session",
+    "relocated", "fork-context-ref", "atis-latch", "turn_end", "content-replacement",
+})
+LINE_TYPES = CHAIN_TYPES | METADATA_TYPES
+ID_FIELDS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
+
+
+def is_sidechain(obj: dict) -> bool:
+    return obj.get("isSidechain") is True
+
+
+def is_boundary(obj: dict) -> bool:
+    return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
+
+
+def message_id(obj: dict) -> str | None:
+    message = obj.get("message")
+    if isinstance(message, dict):
+        mid = message.get("id")
+        if isinstance(mid, str) and mid:
+            return mid
+    return None
+
+
+def tool_result_ids(obj: dict) -> list[str]:
+    content = _content(obj)
+    return [b.get("tool_use_id") for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+            and isinstance(b.get("tool_use_id"), str)]
+
+
+def tool_use_ids(obj: dict) -> list[str]:
+    content = _content(obj)
+    return [b.get("id") for b in content
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use")
+            and isinstance(b.get("id"), str)]
+
+
+def _content(obj: dict) -> list:
+    message = obj.get("message")
+    if isinstance(message, dict) and isinstance(message.get("content"), list):
+        return message["content"]
+    return []
+
+
+@dataclass
+class Chain:
+    """The live conversation of one transcript, as positions in ``records``."""
+
+    records: list[Record]
+    sidechain: bool = False  # True when read as a subagent file (all lines sidechain)
+    leaf: int | None = None
+    visible: list[int] = field(default_factory=list)  # live segment in chain order, boundary excluded
+    boundary: int | None = None  # the compact_boundary that starts the live segment
+    segments: list[list[int]] = field(default_factory=list)  # oldest first, each in chain order
+    boundaries: list[int] = field(default_factory=list)  # reachable boundaries, oldest first
+
+    def obj(self, pos: int) -> dict:
+        return self.records[pos].data or {}
+
+    def logical(self) -> list[int]:
+        """Every line of every segment, oldest first, each boundary before its segment."""
+        out: list[int] = list(self.segments[0]) if self.segments else []
+        for boundary, segment in zip(self.boundaries, self.segments[1:]):
+            out.append(boundary)
+            out.extend(segment)
+        return out
+
+
+def build_chain(records: list[Record]) -> Chain:
+    objs: list[dict | None] = [r.data for r in records]
+    lines = [i for i, o in enumerate(objs) if o is not None and _is_chain_line(o)]
+    sidechain = not any(objs[i].get("type") in CONVERSATION_TYPES and not is_sidechain(objs[i])
+                        for i in lines)
+    chain = Chain(records, sidechain=sidechain)
+    members = [i for i in lines if is_sidechain(objs[i]) == sidechain]
+    if not members:
+        return chain
+    by_uuid: dict[str, list[int]] = {}
+    for i in lines:
+        by_uuid.setdefault(objs[i]["uuid"], []).append(i)
+
+    def resolve(uid: Any, before: int) -> int | None:
+        """The nearest line before ``before`` with this uuid."""
+        found = by_uuid.get(uid) if isinstance(uid, str) else None
+        if not found:
+            return None
+        earlier = [p for p in found if p < before]
+        return earlier[-1] if earlier else None
+
+    def latest(uid: Any) -> int | None:
+        found = by_uuid.get(uid) if isinstance(uid, str) else None
+        return found[-1] if found else None
+
+    overrides, pruned = _preserved_relinks(objs, lines, members, resolve, latest)
+
+    def parent_of(pos: int, live: bool) -> int | None:
+        if live and pos in overrides:
+            return overrides[pos]
+        return resolve(objs[pos].get("parentUuid"), pos)
+
+    leaf = _find_leaf(objs, lines, [i for i in members if i not in pruned],
+                      lambda pos: parent_of(pos, True))
+    if leaf is None:
+        return chain
+    chain.leaf = leaf
+
+    def walk(start: int, live: bool) -> tuple[list[int], int | None]:
+        """Walk back from ``start``; return the path (chain order) and the boundary it hit."""
+        path: list[int] = []
+        seen: set[int] = set()
+        pos: int | None = start
+        while pos is not None and pos not in seen:
+            seen.add(pos)
+            if is_boundary(objs[pos]):
+                return path[::-1], pos
+            path.append(pos)
+            pos = parent_of(pos, live)
+        return path[::-1], None
+
+    segments: list[list[int]] = []
+    boundaries: list[int] = []
+    start: int | None = leaf
+    live = True
+    while True:
+        path, boundary = walk(start, live)
+        segments.append(path)
+        if boundary is None or boundary in boundaries:
+            break
+        boundaries.append(boundary)
+        live = False
+        start = resolve(objs[boundary].get("logicalParentUuid"), boundary)
+        if start is None:  # the logical parent is missing (#40027): an empty older segment
+            segments.append([])
+            break
+    segments.reverse()
+    boundaries.reverse()
+    chain.segments = segments
+    chain.boundaries = boundaries
+    chain.boundary = boundaries[-1] if boundaries else None
+    chain.visible = _recover_siblings(objs, members, segments[-1], chain.boundary,
+                                      lambda pos: parent_of(pos, True))
+    return chain
+
+
+def _find_leaf(objs, lines, members, parent_of) -> int | None:
+    """Claude Code's ``findLatestMessage``: of the conversation lines no line names as its
+    parent, the one with the newest timestamp (the first of equals); the newest in file order
+    when no timestamp parses."""
+    parents = {parent_of(i) for i in lines}
+    candidates = [i for i in members if objs[i].get("type") in CONVERSATION_TYPES and i not in parents]
+    if not candidates:
+        return None
+    best, best_time = None, None
+    for i in candidates:
+        stamp = parse_time(objs[i].get("timestamp"))
+        if stamp is not None and (best_time is None or stamp > best_time):
+            best, best_time = i, stamp
+    return best if best is not None else candidates[-1]
+
+
+def parse_time(value: Any) -> _dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=_dt.timezone.utc)
+    return stamp
+
+
+def _preserved_relinks(objs, lines, members, resolve, latest) -> tuple[dict[int, int], set[int]]:
+    """``applyPreservedSegmentRelinks``: when the last boundary carries a preserved segment
+    whose tail walks back to its head, the head's parent becomes the anchor and the anchor's
+    other children move under the tail (for the live conversation only). Once any boundary
+    carries a preserved segment, the lines before the last boundary (except the preserved
+    ones) cannot be the leaf. Returns the parent overrides and those pruned lines."""
+    boundaries = [i for i in members if is_boundary(objs[i])]
+    if not boundaries:
+        return {}, set()
+    segments = []
+    for i in boundaries:
+        meta = objs[i].get("compactMetadata")
+        seg = meta.get("preservedSegment") if isinstance(meta, dict) else None
+        if isinstance(seg, dict):
+            segments.append((i, seg))
+    if not segments:
+        return {}, set()
+    last = boundaries[-1]
+    overrides: dict[int, int] = {}
+    preserved: set[int] = set()
+    where, seg = segments[-1]
+    head, tail, anchor = latest(seg.get("headUuid")), latest(seg.get("tailUuid")), latest(seg.get("anchorUuid"))
+    if where == last and None not in (head, tail, anchor) and head != anchor and head <= tail:
+        pos: int | None = tail
+        walked: list[int] = []
+        while pos is not None and pos not in walked:
+            walked.append(pos)
+            if pos == head:
+                break
+            pos = resolve(objs[pos].get("parentUuid"), pos)
+        if pos == head:
+            preserved = set(walked)
+            overrides[head] = anchor
+            for i in lines:
+                if i != head and i > anchor and resolve(objs[i].get("parentUuid"), i) == anchor:
+                    overrides[i] = tail
+    pruned = {i for i in members if i < last and i not in preserved}
+    return overrides, pruned
+
+
+def _is_chain_line(o: dict) -> bool:
+    return o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str)
+
+
+def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
+    """Add the split-response lines and tool results that a single parent walk misses.
+
+    The path is in chain order. It rises in file order except where a preserved segment is
+    relinked to its (later-written) anchor, so it is cut into rising runs; a recovered line
+    joins its parent's run, and each run is put in file order."""
+    runs: list[list[int]] = []
+    for pos in path:
+        if not runs or pos < runs[-1][-1]:
+            runs.append([])
+        runs[-1].append(pos)
+    run_of = {pos: n for n, run in enumerate(runs) for pos in run}
+    groups = {message_id(objs[p]) for p in path} - {None}
+    answered = {t for p in path for t in tool_result_ids(objs[p])}
+    called = {t for p in path for t in tool_use_ids(objs[p])}
+    low = boundary if boundary is not None else -1
+    changed = True
+    while changed:
+        changed = False
+        for i in members:
+            if i in run_of or i <= low:
+                continue
+            o = objs[i]
+            parent = parent_of(i)
+            if parent not in run_of:
+                continue
+            if o.get("type") == "assistant" and message_id(o) in groups:
+                pass
+            elif o.get("type") == "user":
+                ids = tool_result_ids(o)
+                if not ids or not all(t in called and t not in answered for t in ids):
+                    continue
+            else:
+                continue
+            run_of[i] = run_of[parent]
+            runs[run_of[i]].append(i)
+            called.update(tool_use_ids(o))
+            answered.update(tool_result_ids(o))
+            changed = True
+    return [pos for run in runs for pos in sorted(run)]

@@ -1,0 +1,457 @@
+"""The ``claude-code`` format: Claude Code session files (formats.md §1).
+
+Reading: ``claude_chain`` finds the live conversation (the ``parentUuid`` path from the newest
+main-chain line back to the last ``compact_boundary``); ``claude_items`` turns its lines into
+the view. Writing follows Claude Code's own habits: the file is append-only, so a compaction
+appends a boundary, a summary and copies of the kept lines; only cleared content (tool output,
+images) and lookout's own setup lines are changed in place.
+
+Shapes written (the adapter report lists them too):
+
+- ``set_setup(key, text)``: one ``isMeta: true`` user line per key, appended to the live chain
+  (``parentUuid`` = the leaf) with ``message.content`` = ``"<system-reminder>\\n" + text +
+  "\\n</system-reminder>"`` and ``"lookoutSetup": key``. A new text rewrites that line in
+  place; ``None`` removes it and re-parents its children on its parent.
+- ``compact``: a ``compact_boundary`` system line, an ``isCompactSummary`` user line, copies of
+  the setup lines that sat before ``keep_from`` (rules, skills, lookout setup), then copies of
+  every chain line from ``keep_from`` to the leaf with fresh uuids and timestamps; a copied
+  response gets a suffixed ``message.id`` and zeroed usage (see ``_detach_response``).
+- ``add_parts``: text and image blocks appended to the prompt line's ``message.content``.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import uuid as _uuid
+from typing import Any
+
+from lookout_cli.errors import LookoutError
+from lookout_cli.formats import Adapter as _Base
+from lookout_cli.formats import Transcript
+from lookout_cli.formats.claude_chain import (
+    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, parse_time,
+)
+from lookout_cli.formats.claude_items import SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result
+from lookout_cli.jsonl import Record, loads_exact
+from lookout_cli.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
+
+SUMMARY_PREFIX = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The summary below covers the earlier portion of the conversation.\n\n"
+)
+TRUNCATION_NOTICE = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The earlier portion of the conversation was removed to make room; no summary of it was "
+    "written. Ask the user if you need something from it."
+)
+ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug", "agentId")
+CLEARED_NOTE = "lookoutCleared"
+
+
+def fresh_stamp(records: list[Record]) -> str:
+    """Now, or just after the newest timestamp in the file if that is later (clock skew):
+    Claude Code resumes from the childless line with the newest timestamp."""
+    stamp = _dt.datetime.now(_dt.timezone.utc)
+    newest = None
+    for record in records:
+        data = record.data
+        if isinstance(data, dict) and data.get("type") in CONVERSATION_TYPES:
+            when = parse_time(data.get("timestamp"))
+            if when is not None and (newest is None or when > newest):
+                newest = when
+    if newest is not None and newest >= stamp:
+        stamp = newest + _dt.timedelta(milliseconds=1)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+def new_uuid() -> str:
+    return str(_uuid.uuid4())
+
+
+def wrap_setup(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+class Adapter(_Base):
+    name = "claude-code"
+
+    # --- reading --------------------------------------------------------------------------
+    @classmethod
+    def sniff(cls, obj: Any) -> int:
+        if not isinstance(obj, dict):
+            return 0
+        kind = obj.get("type")
+        if not isinstance(kind, str) or kind not in LINE_TYPES:
+            return 0
+        if kind in CONVERSATION_TYPES and isinstance(obj.get("uuid"), str) \
+                and ("parentUuid" in obj or "sessionId" in obj):
+            return 3
+        if any(f in obj for f in ID_FIELDS):
+            return 2
+        return 0
+
+    def chain(self, transcript: Transcript) -> Chain:
+        return build_chain(transcript.records)
+
+    def view(self, transcript: Transcript) -> View:
+        return build_view(self.chain(transcript), self.name)
+
+    # --- replace_content ------------------------------------------------------------------
+    def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:
+        if item.kind in (THINKING, TOOL_CALL):
+            raise LookoutError(f"claude-code: a {item.kind.replace('_', ' ')} cannot be replaced")
+        if not item.path:
+            raise LookoutError("claude-code: this part records no replaceable text")
+        record = item.record
+        obj = record.data
+        if obj is None:
+            raise LookoutError(f"claude-code: line {record.lineno} is not JSON")
+        current = _get(obj, item.path)
+        if item.kind == TOOL_RESULT and item.role == "user":
+            if not isinstance(current, dict):
+                raise LookoutError("claude-code: the tool result moved")
+            had_images = isinstance(current.get("content"), list) and any(
+                isinstance(b, dict) and b.get("type") == "image" for b in current["content"])
+            sibling = current.get("text")
+            same = current.get("content") == text or (not had_images and text_of_result(current.get("content")) == text)
+            if same and (not isinstance(sibling, str) or sibling == text) \
+                    and not (had_images and _copy_left(obj)):
+                return
+            edited = record.edit()
+            block = _get(edited, item.path)
+            block["content"] = text
+            if isinstance(block.get("text"), str):  # 2.1.x duplicates the output here
+                block["text"] = text
+            if had_images:
+                _blank_copy(edited, text)
+        elif item.kind == IMAGE:
+            if item.extra.get("attachment_file"):
+                if not isinstance(current, dict) or current.get("type") != "image":
+                    return
+                edited = record.edit()
+                attachment = edited["attachment"]
+                old = attachment["content"]
+                old_file = old.get("file") if isinstance(old.get("file"), dict) else {}
+                lines = text.count("\n") + 1
+                attachment["content"] = {
+                    "type": "text",
+                    "file": {"filePath": old_file.get("filePath") or attachment.get("filename") or "",
+                             "content": text, "numLines": lines, "startLine": 1, "totalLines": lines},
+                }
+                transcript.invalidate()
+                return
+            if isinstance(current, dict) and current.get("type") == "text" and current.get("text") == text \
+                    and not (item.extra.get("tool_use_result") and _copy_left(obj)):
+                return
+            edited = record.edit()
+            _set(edited, item.path, {"type": "text", "text": text})
+            if item.extra.get("tool_use_result"):
+                _blank_copy(edited, text)
+        else:
+            if current == text:
+                return
+            if not isinstance(current, str):
+                raise LookoutError("claude-code: this part records no replaceable text")
+            edited = record.edit()
+            _set(edited, item.path, text)
+        transcript.invalidate()
+
+    # --- add_parts ------------------------------------------------------------------------
+    def add_parts(self, transcript: Transcript, prompt: Item, parts: list[dict]) -> None:
+        record = prompt.record
+        obj = record.data or {}
+        message = obj.get("message")
+        if obj.get("type") != "user" or not isinstance(message, dict):
+            raise LookoutError("claude-code: attachments go on a user prompt line")
+        blocks = [_block(part) for part in parts]
+        if not blocks:
+            return
+        content = message.get("content")
+        existing = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        if len(existing) >= len(blocks) and existing[-len(blocks):] == blocks:
+            return  # already attached
+        edited = record.edit()
+        emessage = edited["message"]
+        econtent = emessage.get("content")
+        if isinstance(econtent, str):
+            econtent = [{"type": "text", "text": econtent}]
+        elif not isinstance(econtent, list):
+            econtent = []
+        econtent.extend(blocks)
+        emessage["content"] = econtent
+        transcript.invalidate()
+
+    # --- set_setup ------------------------------------------------------------------------
+    def set_setup(self, transcript: Transcript, key: str, text: str | None) -> None:
+        chain = self.chain(transcript)
+        mine = [transcript.records[p] for p in chain.visible
+                if (transcript.records[p].data or {}).get(SETUP_FIELD) == key]
+        if text is None:
+            for record in mine:
+                _unlink(transcript, record)
+            if mine:
+                transcript.remove(mine)
+            return
+        wrapped = wrap_setup(text)
+        if mine:
+            record = mine[-1]
+            message = (record.data or {}).get("message") or {}
+            if message.get("content") == wrapped:
+                return
+            edited = record.edit()
+            edited["message"] = {"role": "user", "content": wrapped}
+            transcript.invalidate()
+            return
+        env = _envelope(chain)
+        if not env.get("sessionId"):
+            raise LookoutError("claude-code: no conversation line to attach the setup to")
+        leaf = chain.obj(chain.leaf) if chain.leaf is not None else {}
+        line = {
+            "parentUuid": leaf.get("uuid"),
+            "isSidechain": chain.sidechain,
+            **{k: env[k] for k in ENVELOPE if k in env},
+            "type": "user",
+            "message": {"role": "user", "content": wrapped},
+            "isMeta": True,
+            SETUP_FIELD: key,
+            "uuid": new_uuid(),
+            "timestamp": fresh_stamp(transcript.records),
+        }
+        transcript.append([Record.new(line)])
+
+    # --- compact --------------------------------------------------------------------------
+    def compact(self, transcript: Transcript, summary: str | None, keep_from: Item | None,
+                metadata: dict[str, Any]) -> list[Record]:
+        chain = self.chain(transcript)
+        if chain.leaf is None:
+            raise LookoutError("claude-code: there is no conversation to compact")
+        records = transcript.records
+        visible = [records[p] for p in chain.visible]
+        start = len(visible)
+        if keep_from is not None:
+            ids = [id(r) for r in visible]
+            if id(keep_from.record) not in ids:
+                raise LookoutError("claude-code: the kept part is not in the live conversation")
+            start = ids.index(id(keep_from.record))
+        text = SUMMARY_PREFIX + summary if summary is not None else TRUNCATION_NOTICE
+        if self._already(chain, visible, start, text):
+            return []
+        env = _envelope(chain)
+        leaf = chain.obj(chain.leaf)
+        stamp = fresh_stamp(transcript.records)
+        trigger = metadata.get("trigger") or "manual"
+        pre = metadata.get("pre_tokens")
+        if not isinstance(pre, int):
+            usages = self.view(transcript).usages
+            pre = usages[-1].prompt + usages[-1].output if usages else 0
+        compact_meta: dict[str, Any] = {"trigger": trigger, "preTokens": pre}
+        if isinstance(metadata.get("post_tokens"), int):
+            compact_meta["postTokens"] = metadata["post_tokens"]
+        envelope = {k: env[k] for k in ENVELOPE if k in env}
+        boundary_id = new_uuid()
+        boundary = {
+            "parentUuid": None,
+            "logicalParentUuid": leaf.get("uuid"),
+            "isSidechain": chain.sidechain,
+            **envelope,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "isMeta": False,
+            "timestamp": stamp,
+            "uuid": boundary_id,
+            "level": "info",
+            "compactMetadata": compact_meta,
+        }
+        summary_id = new_uuid()
+        summary_line = {
+            "parentUuid": boundary_id,
+            "isSidechain": chain.sidechain,
+            **envelope,
+            "type": "user",
+            "message": {"role": "user", "content": text},
+            "isVisibleInTranscriptOnly": True,
+            "isCompactSummary": True,
+            "uuid": summary_id,
+            "timestamp": stamp,
+        }
+        if summary is None:
+            summary_line[TRUNCATED_FIELD] = True
+        new = [Record.new(boundary), Record.new(summary_line)]
+        # setup lines before the kept part stay in the context (rules, skills, lookout setup)
+        view = build_view(chain, self.name)
+        kept = {id(r) for r in visible[start:]}
+        setup_records: list[Record] = []
+        for item in view.items:
+            if item.kind == SETUP and id(item.record) not in kept \
+                    and all(r is not item.record for r in setup_records):
+                setup_records.append(item.record)
+        tail = [r for r in visible[start:] if (r.data or {}).get("type") != "progress"]
+        in_tail = {(r.data or {}).get(SETUP_FIELD) for r in tail} - {None}
+        setup_records = [r for r in _latest_per_key(setup_records)
+                         if (r.data or {}).get(SETUP_FIELD) not in in_tail]
+        parent = summary_id
+        remap: dict[str, str] = {}
+        suffix = "_lookout" + boundary_id.replace("-", "")[:8]
+        for record in [*setup_records, *tail]:
+            obj = _exact_copy(record)
+            old = obj.get("uuid")
+            fresh = new_uuid()
+            if isinstance(old, str):
+                remap[old] = fresh
+            obj["uuid"] = fresh
+            obj["parentUuid"] = parent
+            obj["timestamp"] = stamp  # newer than the original leaf, or Claude Code resumes that
+            if isinstance(obj.get("sourceToolAssistantUUID"), str):
+                obj["sourceToolAssistantUUID"] = remap.get(obj["sourceToolAssistantUUID"],
+                                                           obj["sourceToolAssistantUUID"])
+            _detach_response(obj, suffix)
+            new.append(Record.new(_with_parent_first(obj)))
+            parent = fresh
+        transcript.append(new)
+        return new
+
+    def _already(self, chain: Chain, visible: list[Record], start: int, text: str) -> bool:
+        """The same compaction is already the live one: the summary is the first line and
+        the kept part follows it (after copied setup lines)."""
+        if chain.boundary is None or not visible:
+            return False
+        first = visible[0].data or {}
+        if not first.get("isCompactSummary"):
+            return False
+        message = first.get("message") if isinstance(first.get("message"), dict) else {}
+        if message.get("content") != text:
+            return False
+        between = visible[1:start]
+        return start >= 1 and all(_is_setup_line(r.data or {}) for r in between)
+
+
+# --- helpers -------------------------------------------------------------------------------
+def _get(obj: Any, path: tuple) -> Any:
+    for step in path:
+        try:
+            obj = obj[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return obj
+
+
+def _set(obj: Any, path: tuple, value: Any) -> None:
+    parent = _get(obj, path[:-1])
+    if parent is None:
+        raise LookoutError("claude-code: the part to replace is gone")
+    parent[path[-1]] = value
+
+
+def _copy_left(obj: dict) -> bool:
+    tur = obj.get("toolUseResult")
+    return isinstance(tur, dict) and isinstance(tur.get("file"), dict) \
+        and bool(tur["file"].get("base64"))
+
+
+def _blank_copy(obj: dict, note: str) -> None:
+    """Blank Claude Code's display copy of a tool's image (``toolUseResult.file.base64``),
+    keeping the shape its renderer reads (type, dimensions, sizes)."""
+    tur = obj.get("toolUseResult")
+    if isinstance(tur, dict) and isinstance(tur.get("file"), dict) and tur["file"].get("base64"):
+        tur["file"]["base64"] = ""
+        tur["file"][CLEARED_NOTE] = note
+
+
+def _block(part: dict) -> dict:
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": str(part.get("text", ""))}
+    if kind == "image":
+        if part.get("url") and not part.get("data"):
+            return {"type": "image", "source": {"type": "url", "url": part["url"]}}
+        return {"type": "image", "source": {"type": "base64", "media_type": part.get("media_type") or "image/png",
+                                            "data": part.get("data") or ""}}
+    raise LookoutError(f"claude-code: cannot attach a part of type {kind!r}")
+
+
+def _envelope(chain: Chain) -> dict:
+    """Envelope fields from the newest live line, filled from older lines when missing."""
+    env: dict[str, Any] = {}
+    order = list(reversed(chain.visible))
+    if chain.leaf is not None and chain.leaf not in order:
+        order.insert(0, chain.leaf)
+    order += [p for p in reversed(chain.logical()) if p not in chain.visible]
+    for pos in order:
+        obj = chain.obj(pos)
+        if obj.get("type") not in CONVERSATION_TYPES:
+            continue
+        for key in ENVELOPE:
+            if key not in env and isinstance(obj.get(key), str):
+                env[key] = obj[key]
+    return env
+
+
+def _is_setup_line(obj: dict) -> bool:
+    if obj.get(SETUP_FIELD):
+        return True
+    att = obj.get("attachment")
+    return obj.get("type") == "attachment" and isinstance(att, dict) \
+        and att.get("type") in ("nested_memory", "skill_listing", "invoked_skills")
+
+
+def _latest_per_key(records: list[Record]) -> list[Record]:
+    """Of several lookout setup lines for one key keep the newest (the others are stale)."""
+    last: dict[str, Record] = {}
+    for record in records:
+        key = (record.data or {}).get(SETUP_FIELD)
+        if key:
+            last[key] = record
+    return [r for r in records if not (r.data or {}).get(SETUP_FIELD)
+            or last.get((r.data or {}).get(SETUP_FIELD)) is r]
+
+
+def _exact_copy(record: Record) -> dict:
+    """A mutable copy that keeps big integers and lone surrogates exactly."""
+    if record.edited:
+        return copy.deepcopy(record.obj)
+    return loads_exact(record.body)
+
+
+def _detach_response(obj: dict, suffix: str) -> None:
+    """A copied response gets its own ``message.id`` and no usage. Claude Code stitches every
+    line sharing a ``message.id`` into the resumed chain (``recoverOrphanedParallelToolResults``),
+    so copies that kept the id would pull the pre-compaction originals back in, duplicating
+    their tool calls; and the old usage would read as a full context and compact again at once
+    (Claude Code zeroes the usage of lines it keeps across a compaction for the same reason)."""
+    message = obj.get("message")
+    if obj.get("type") != "assistant" or not isinstance(message, dict):
+        return
+    if isinstance(message.get("id"), str) and message["id"]:
+        message["id"] = message["id"] + suffix
+    usage = message.get("usage")
+    if isinstance(usage, dict):
+        for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            if key in usage:
+                usage[key] = 0
+
+
+def _with_parent_first(obj: dict) -> dict:
+    """Claude Code writes ``parentUuid`` as the first key; some readers rely on it."""
+    return {"parentUuid": obj["parentUuid"], **{k: v for k, v in obj.items() if k != "parentUuid"}}
+
+
+def _unlink(transcript: Transcript, doomed: Record) -> None:
+    """Point every reference to ``doomed`` at its parent, so removing it breaks no chain."""
+    obj = doomed.data or {}
+    uid, parent = obj.get("uuid"), obj.get("parentUuid")
+    if not isinstance(uid, str):
+        return
+    for record in transcript.records:
+        if record is doomed:
+            continue
+        data = record.data
+        if not isinstance(data, dict):
+            continue
+        fields = [f for f in ("parentUuid", "logicalParentUuid", "leafUuid") if data.get(f) == uid]
+        if fields:
+            edited = record.edit()
+            for f in fields:
+                edited[f] = parent
+

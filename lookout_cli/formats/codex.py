@@ -1,0 +1,983 @@
+"""Codex CLI rollout files (research/formats.md §2 and §3.2).
+
+Every line is ``{"timestamp", "type", "payload"}``. The model-visible history is rebuilt the way
+Codex rebuilds it on resume: every ``response_item`` in order, except that a ``compacted`` record
+replaces everything before it with its ``replacement_history`` (or, for an old-style local
+compaction without one, with the earlier real user messages and its summary ``message``).
+``event_msg`` lines are UI events: the user/agent messages they carry duplicate response items
+and are never model input; ``token_count`` events carry the provider's usage.
+
+Edits write the format's own shapes: a compaction is an appended ``compacted`` record with a
+``replacement_history`` and a ``context_compacted`` event, as Codex writes them; setup blocks are
+``developer`` messages; cleared content stays where it was with its call ids.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lookout_cli import formats
+from lookout_cli.errors import LookoutError
+from lookout_cli.jsonl import Record, loads_exact
+from lookout_cli.tokens import estimate
+from lookout_cli.view import (
+    IMAGE,
+    NOTICE,
+    SETUP,
+    SETUP_PARTS,
+    SUMMARY,
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Compaction,
+    ImageRef,
+    Item,
+    Usage,
+    View,
+)
+
+RECORD_TYPES = frozenset(
+    {
+        "session_meta",
+        "response_item",
+        "event_msg",
+        "turn_context",
+        "compacted",
+        "world_state",
+        "inter_agent_communication",
+        "inter_agent_communication_metadata",
+    }
+)
+
+# codex-rs/core/templates/compact/summary_prefix.md
+SUMMARY_PREFIX = (
+    "Another language model started to solve this problem and produced a summary of its thinking "
+    "process. You also have access to the state of the tools that were used by that language "
+    "model. Use this to build on the work that has already been done and avoid duplicating work. "
+    "Here is the summary produced by the other language model, use the information in this "
+    "summary to assist with your own analysis:"
+)
+TRUNCATION_NOTICE = (
+    "[lookout: the earlier part of this conversation was removed to make room in the context "
+    "window; no summary of it was kept.]"
+)
+COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
+
+SETUP_OPEN = '<lookout-setup name="{key}">'
+SETUP_CLOSE = "</lookout-setup>"
+_SETUP_RE = re.compile(r'\A<lookout-setup name="([^"]*)">\n')
+
+# Output items the model produced (one API response may hold several).
+_MODEL_OUTPUT_TYPES = frozenset(
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "web_search_call",
+        "image_generation_call",
+        "tool_search_call",
+        "shell_call",
+        "apply_patch_call",
+        "mcp_call",
+        "computer_call",
+        "code_interpreter_call",
+        "file_search_call",
+    }
+)
+# Tool calls without a call_id (server-side) and what to call them.
+_CALL_NAMES = {
+    "local_shell_call": "local_shell",
+    "web_search_call": "web_search",
+    "image_generation_call": "image_generation",
+    "tool_search_call": "tool_search",
+    "shell_call": "shell",
+    "apply_patch_call": "apply_patch",
+    "computer_call": "computer",
+    "code_interpreter_call": "code_interpreter",
+    "file_search_call": "file_search",
+}
+_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
+_ISO_RE = re.compile(r"\A\d{4}-\d\d-\d\dT")
+_DATA_URL_RE = re.compile(r"\Adata:([^;,]*)((?:;[^;,]*)*?);base64,", re.I)
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def now_timestamp() -> str:
+    """Codex's timestamp shape: ISO 8601, UTC, milliseconds, ``Z``."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _exact(record: Record) -> Any:
+    """The record's value parsed exactly (big integers, lone surrogates), without marking it edited."""
+    if record.edited:
+        return record.obj
+    return loads_exact(record.body)
+
+
+def _get(obj: Any, path: tuple) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+def _dumps(obj: Any) -> str:
+    """serde_json's compact shape, for JSON that Codex keeps inside a string."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def image_ref(url: Any) -> ImageRef:
+    """An ImageRef for an ``input_image.image_url`` (a data URL, a remote URL, or nothing)."""
+    if not isinstance(url, str):
+        return ImageRef(media_type=None)
+    match = _DATA_URL_RE.match(url)
+    if match:
+        data = url[match.end() :]
+        pad = len(data) - len(data.rstrip("="))
+        return ImageRef(media_type=match.group(1) or None, data=data, nbytes=max(0, len(data) * 3 // 4 - pad))
+    return ImageRef(media_type=None, url=url)
+
+
+def data_url(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"
+
+
+def _valid_ts(value: Any) -> str | None:
+    return value if isinstance(value, str) and _ISO_RE.match(value) else None
+
+
+def _opaque_text(blob: Any) -> str:
+    """An encrypted blob counts as text of a quarter of its length."""
+    if not isinstance(blob, str):
+        return ""
+    return blob[: len(blob) // 4]
+
+
+def classify_user_text(text: str) -> tuple[str, str | None]:
+    """(kind, setup part) of one text part of a user message, by Codex's own context markers."""
+    head = text.lstrip()
+    low = head[:64].lower()
+    if low.startswith("# agents.md instructions for ") or low.startswith("<user_instructions>"):
+        return SETUP, "rules"
+    if low.startswith("<environment_context>"):
+        return SETUP, "environment"
+    if low.startswith("<skill"):
+        return SETUP, "skills"
+    if head.startswith(SUMMARY_PREFIX):
+        return SUMMARY, None
+    if head.startswith(TRUNCATION_NOTICE[:40]):
+        return NOTICE, None
+    if low.startswith(("<user_shell_command>", "<turn_aborted>", "<subagent_notification>")):
+        return NOTICE, None
+    if _SETUP_RE.match(text):
+        return SETUP, None
+    return TEXT, None
+
+
+def summary_body(text: str) -> str:
+    """The summary itself, without Codex's prefix."""
+    head = text.lstrip()
+    if head.startswith(SUMMARY_PREFIX):
+        return head[len(SUMMARY_PREFIX) :].lstrip("\n")
+    return text
+
+
+def setup_key(text: str) -> str | None:
+    match = _SETUP_RE.match(text)
+    return match.group(1) if match else None
+
+
+def wrap_setup(key: str, text: str) -> str:
+    return SETUP_OPEN.format(key=key) + "\n" + text + "\n" + SETUP_CLOSE
+
+
+def _setup_part(key: str | None) -> str:
+    if key in SETUP_PARTS:
+        return key  # type: ignore[return-value]
+    return "memory" if key and "memory" in key else "system"
+
+
+# --- the rebuilt history --------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Entry:
+    """One item of the model-visible history: where it lives and its (read-only) payload."""
+
+    record: Record
+    path: tuple  # path of the payload inside the record's value
+    payload: dict
+    synthetic: bool = False  # a summary message built from ``compacted.message``
+    rebuilt: bool = False  # an earlier item that a local compaction carries forward
+    truncated: str | None = None  # the text Codex keeps of a rebuilt user message, when cut
+
+
+@dataclass(slots=True)
+class _Scan:
+    entries: list
+    base: Record | None = None  # the compacted record the current history starts at
+    base_has_history: bool = False
+    session_id: str | None = None
+    cwd: str | None = None
+    model: str | None = None
+    meta_setup: tuple | None = None  # (record, path, text) of the session's base instructions
+    usages: list | None = None
+    compactions: list | None = None
+    last_timestamp: str | None = None
+    event_images: dict | None = None  # data URL -> event_msg user_message records listing it
+
+
+def _message_texts(payload: dict) -> list[str]:
+    content = payload.get("content")
+    if isinstance(content, str):
+        return [content]
+    texts = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return texts
+
+
+def _is_real_user_message(payload: dict) -> bool:
+    """Codex's collect_user_messages: user messages that are not injected context or summaries."""
+    if payload.get("type") != "message" or payload.get("role") != "user":
+        return False
+    texts = _message_texts(payload)
+    if not texts:
+        return False
+    return all(classify_user_text(t)[0] == TEXT for t in texts)
+
+
+def _is_setup_message(payload: dict) -> bool:
+    if payload.get("type") != "message":
+        return False
+    role = payload.get("role")
+    texts = _message_texts(payload)
+    if role in ("developer", "system"):
+        return True
+    return bool(texts) and role == "user" and all(classify_user_text(t)[0] == SETUP for t in texts)
+
+
+def _roll_back(entries: list, turns: int) -> list:
+    """The history without its newest ``turns`` user turns (a turn starts at a real user message)."""
+    if turns <= 0:
+        return entries
+    starts = [i for i, e in enumerate(entries) if _is_real_user_message(e.payload)]
+    if not starts:
+        return entries
+    cut = starts[-turns] if turns <= len(starts) else starts[0]
+    return entries[:cut]
+
+
+def _rebuild_local(entries: list, record: Record, message: Any) -> list:
+    """History after a compaction without ``replacement_history`` (codex compact.rs): the setup
+    Codex injects again, the most recent real user messages (about 20k tokens, newest kept),
+    then the summary as a user message."""
+    setup = [
+        _Entry(e.record, e.path, e.payload, e.synthetic, True)
+        for e in entries
+        if _is_setup_message(e.payload) and not any(setup_key(t) for t in _message_texts(e.payload))
+    ]
+    users = []
+    budget = COMPACT_USER_MESSAGE_MAX_TOKENS
+    for e in reversed(entries):
+        if not _is_real_user_message(e.payload):
+            continue
+        text = "\n".join(_message_texts(e.payload))
+        cost = estimate(text)
+        if budget <= 0:
+            break
+        kept = _Entry(e.record, e.path, e.payload, e.synthetic, True)
+        if cost > budget:
+            kept.truncated = text[: budget * 3]
+        budget -= cost
+        users.append(kept)
+    users.reverse()
+    text = message if isinstance(message, str) else ""
+    summary = _Entry(
+        record,
+        ("payload", "message"),
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+        synthetic=True,
+    )
+    return setup + users + [summary]
+
+
+# --- the adapter ----------------------------------------------------------------------------
+
+
+class Adapter(formats.Adapter):
+    name = "codex"
+
+    @classmethod
+    def sniff(cls, obj: Any) -> int:
+        if not isinstance(obj, dict) or "timestamp" not in obj or "payload" not in obj:
+            return 0
+        kind = obj.get("type")
+        if kind in RECORD_TYPES:
+            return 3
+        if isinstance(kind, str) and isinstance(obj.get("payload"), dict):
+            return 1
+        return 0
+
+    # --- reading ------------------------------------------------------------------------------
+    def _scan(self, transcript: formats.Transcript) -> _Scan:
+        scan = _Scan(entries=[], usages=[], compactions=[], event_images={})
+        last_key = None
+        last_total: int | None = None
+        pending_after: Compaction | None = None
+        for record in transcript.records:
+            data = record.data
+            if data is None:
+                continue
+            ts = _valid_ts(data.get("timestamp"))
+            if ts:
+                scan.last_timestamp = ts
+            kind = data.get("type")
+            payload = data.get("payload")
+            if not isinstance(payload, dict):
+                continue
+            if kind == "response_item":
+                scan.entries.append(_Entry(record, ("payload",), payload))
+            elif kind == "compacted":
+                history = payload.get("replacement_history")
+                if isinstance(history, list):
+                    scan.entries = [
+                        _Entry(record, ("payload", "replacement_history", i), item)
+                        for i, item in enumerate(history)
+                        if isinstance(item, dict)
+                    ]
+                    scan.base_has_history = True
+                else:
+                    scan.entries = _rebuild_local(scan.entries, record, payload.get("message"))
+                    scan.base_has_history = False
+                scan.base = record
+                pending_after = Compaction(record, before=last_total, timestamp=ts)
+                scan.compactions.append(pending_after)
+            elif kind == "session_meta":
+                if scan.session_id is None:
+                    sid = payload.get("id") or payload.get("session_id")
+                    scan.session_id = sid if isinstance(sid, str) else None
+                    cwd = payload.get("cwd")
+                    scan.cwd = cwd if isinstance(cwd, str) else None
+                if scan.meta_setup is None:
+                    base = payload.get("base_instructions")
+                    if isinstance(base, dict) and isinstance(base.get("text"), str) and base["text"]:
+                        scan.meta_setup = (record, ("payload", "base_instructions", "text"), base["text"])
+                    elif isinstance(base, str) and base:
+                        scan.meta_setup = (record, ("payload", "base_instructions"), base)
+                    elif isinstance(payload.get("instructions"), str) and payload["instructions"]:
+                        scan.meta_setup = (record, ("payload", "instructions"), payload["instructions"])
+            elif kind == "turn_context":
+                model = payload.get("model")
+                if isinstance(model, str) and model:
+                    scan.model = model
+                if scan.cwd is None and isinstance(payload.get("cwd"), str):
+                    scan.cwd = payload["cwd"]
+            elif kind == "event_msg":
+                etype = payload.get("type")
+                if etype == "token_count":
+                    info = payload.get("info")
+                    if not isinstance(info, dict):
+                        continue
+                    total, last = info.get("total_token_usage"), info.get("last_token_usage")
+                    key = (total, last)
+                    if key == last_key:  # Codex emits the same totals twice in a row
+                        continue
+                    last_key = key
+                    if not isinstance(last, dict):
+                        continue
+                    usage = self._usage(record, last, info, scan.model, ts)
+                    if usage is None:
+                        continue
+                    scan.usages.append(usage)
+                    if pending_after is not None:
+                        pending_after.after = usage.prompt
+                        pending_after = None
+                    last_total = _int(last.get("total_tokens")) or (usage.prompt + usage.output)
+                elif etype == "thread_rolled_back":  # /undo-style rollback: drop the newest user turns
+                    scan.entries = _roll_back(scan.entries, _int(payload.get("num_turns")))
+                elif etype == "user_message":
+                    images = payload.get("images")
+                    if isinstance(images, list):
+                        for url in images:
+                            if isinstance(url, str) and url:
+                                scan.event_images.setdefault(url, []).append(record)
+        return scan
+
+    @staticmethod
+    def _usage(record: Record, last: dict, info: dict, model: str | None, ts: str | None) -> Usage | None:
+        inp = _int(last.get("input_tokens"))
+        cached = _int(last.get("cached_input_tokens"))
+        written = _int(last.get("cache_write_input_tokens"))
+        out = _int(last.get("output_tokens"))
+        if not (inp or cached or written or out):
+            return None
+        window = _int(info.get("model_context_window")) or None
+        return Usage(
+            record,
+            input=max(inp - cached - written, 0),  # Codex's input_tokens include the cached part
+            cache_write=written,
+            cache_read=cached,
+            output=out,  # reasoning_output_tokens are part of output_tokens
+            model=model,
+            timestamp=ts,
+            context_window=window,
+        )
+
+    def view(self, transcript: formats.Transcript) -> View:
+        scan = self._scan(transcript)
+        view = View(
+            format=self.name,
+            usages=scan.usages,
+            compactions=scan.compactions,
+            model=scan.model,
+            session_id=scan.session_id,
+            cwd=scan.cwd,
+            last_timestamp=scan.last_timestamp,
+        )
+        builder = _Builder(view, scan)
+        if scan.meta_setup is not None:
+            record, path, text = scan.meta_setup
+            builder.add(
+                Item("system", SETUP, text, record, path=path, setup="system", timestamp=_valid_ts(record.data.get("timestamp"))),
+                assistant=False,
+            )
+        tools = {}
+        for entry in scan.entries:
+            call_id, kind = entry.payload.get("call_id"), entry.payload.get("type")
+            if isinstance(call_id, str) and isinstance(kind, str) and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call")):
+                tools[call_id] = _call_name(entry.payload)
+        for entry in scan.entries:
+            builder.entry(entry, tools)
+        return view
+
+    # --- editing ------------------------------------------------------------------------------
+    def replace_content(self, transcript: formats.Transcript, item: Item, text: str) -> None:
+        if item.opaque:
+            raise LookoutError("cannot replace encrypted or signed content: it must stay as it is")
+        record, path = item.record, item.path
+        shape = item.extra.get("shape")
+        current = _get(_exact(record), path)
+        if item.kind == IMAGE and path[-1] == "result":  # a generated image (image_generation_call)
+            if current:
+                obj = _get(record.edit(), path[:-1])
+                obj["result"] = ""
+                prompt = obj.get("revised_prompt")
+                obj["revised_prompt"] = (prompt + "\n" if isinstance(prompt, str) and prompt else "") + text
+                transcript.invalidate()
+            return
+        if item.kind == IMAGE:
+            new = {"type": "input_text", "text": text}
+            url = current.get("image_url") if isinstance(current, dict) else None
+            if current != new:
+                obj = record.edit()
+                parent = _get(obj, path[:-1])
+                parent[path[-1]] = new
+            if isinstance(url, str) and url:
+                for event in item.extra.get("events", ()):
+                    self._blank_event_image(event, url)
+            transcript.invalidate()
+            return
+        if item.kind == TOOL_RESULT:
+            new_output = _replaced_output(current, shape, text)
+            field = "tools" if shape == "tools" else "output"
+            if current.get(field) != new_output:
+                record.edit()
+                _get(record.obj, path)[field] = new_output
+                transcript.invalidate()
+            return
+        if item.kind == TOOL_CALL:
+            field = item.extra.get("field")
+            if not field:
+                raise LookoutError(f"cannot replace the arguments of a {current.get('type')} call")
+            if field == "arguments":
+                value = text if _is_json_object(text) else _dumps({"lookout_cleared": text})
+            elif field == "input":
+                value = text
+            else:
+                raise LookoutError(f"cannot replace the arguments of a {current.get('type')} call")
+            if current.get(field) != value:
+                record.edit()
+                _get(record.obj, path)[field] = value
+                transcript.invalidate()
+            return
+        if item.kind == THINKING:
+            new = [{"type": "summary_text", "text": text}]
+            if current.get("summary") != new or current.get("content"):
+                obj = _get(record.edit(), path)
+                obj["summary"] = new
+                if obj.get("content"):
+                    obj["content"] = None
+                transcript.invalidate()
+            return
+        # A text part of a message, a summary string, or the session's instructions.
+        if isinstance(current, str):
+            if current != text:
+                obj = record.edit()
+                parent = _get(obj, path[:-1])
+                parent[path[-1]] = text
+                transcript.invalidate()
+            return
+        if isinstance(current, dict):
+            if current.get("text") != text:
+                _get(record.edit(), path)["text"] = text
+                transcript.invalidate()
+            return
+        raise LookoutError(f"cannot replace this {item.kind} part of a Codex transcript")
+
+    @staticmethod
+    def _blank_event_image(record: Record, url: str) -> None:
+        """Blank the UI copy of an image in its ``user_message`` event. The entry becomes "" (not
+        the placeholder: a restore marker there would make ``lookout restore`` put the message
+        line in the event's place)."""
+        payload = record.data.get("payload") if record.data else None
+        if not isinstance(payload, dict) or url not in (payload.get("images") or ()):
+            return
+        images = record.edit()["payload"]["images"]
+        for i, value in enumerate(images):
+            if value == url:
+                images[i] = ""
+
+    def add_parts(self, transcript: formats.Transcript, prompt: Item, parts: list[dict]) -> None:
+        entry_path = prompt.extra.get("entry_path")
+        if not prompt.prompt or entry_path is None:
+            raise LookoutError("attachments go into a user prompt; this item is not one")
+        new = []
+        for part in parts:
+            if part.get("type") == "text":
+                new.append({"type": "input_text", "text": part["text"]})
+            elif part.get("type") == "image":
+                new.append({"type": "input_image", "image_url": data_url(part.get("media_type") or "image/png", part["data"])})
+            else:
+                raise LookoutError(f"unknown attachment type {part.get('type')!r}")
+        if not new:
+            return
+        message = _get(prompt.record.edit(), entry_path)
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "input_text", "text": content}]
+        elif not isinstance(content, list):
+            content = []
+        content.extend(new)
+        message["content"] = content
+        transcript.invalidate()
+
+    def set_setup(self, transcript: formats.Transcript, key: str, text: str | None) -> None:
+        view = transcript.view()
+        existing = [i for i in view.items if i.kind == SETUP and i.extra.get("setup_key") == key]
+        if existing:
+            item = existing[0]
+            if text is None:
+                self._remove_setup(transcript, item)
+            else:
+                wrapped = wrap_setup(key, text)
+                if item.text != wrapped:
+                    _get(item.record.edit(), item.path)["text"] = wrapped
+                    transcript.invalidate()
+            return
+        if text is None:
+            return
+        payload = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": wrap_setup(key, text)}]}
+        scan = self._scan(transcript)
+        anchors = [i for i in view.items if i.kind == SETUP and i.extra.get("entry_path") is not None and not i.extra.get("rebuilt")]
+        if anchors:
+            last = anchors[-1]
+            entry_path = last.extra["entry_path"]
+            if entry_path == ("payload",):
+                transcript.insert_after(last.record, [self._new_line("response_item", payload, last.record)])
+            else:  # inside a compacted record's replacement_history
+                history = _get(last.record.edit(), entry_path[:-1])
+                history.insert(entry_path[-1] + 1, payload)
+                transcript.invalidate()
+            return
+        if scan.base is not None:
+            if scan.base_has_history:
+                scan.base.edit()["payload"]["replacement_history"].insert(0, payload)
+                transcript.invalidate()
+            else:
+                transcript.insert_after(scan.base, [self._new_line("response_item", payload, scan.base)])
+            return
+        anchor = None
+        for record in transcript.records:
+            data = record.data
+            if data is None or record.blank:
+                continue
+            if data.get("type") in ("session_meta", "turn_context"):
+                anchor = record
+                continue
+            break
+        transcript.insert_after(anchor, [self._new_line("response_item", payload, anchor)])
+
+    @staticmethod
+    def _remove_setup(transcript: formats.Transcript, item: Item) -> None:
+        entry_path = item.extra["entry_path"]
+        message = _get(_exact(item.record), entry_path)
+        content = message.get("content") if isinstance(message, dict) else None
+        only_part = isinstance(content, list) and len(content) == 1
+        if only_part and entry_path == ("payload",):
+            transcript.remove([item.record])
+            return
+        obj = item.record.edit()
+        if only_part:
+            del _get(obj, entry_path[:-1])[entry_path[-1]]
+        else:
+            del _get(obj, item.path[:-1])[item.path[-1]]
+        transcript.invalidate()
+
+    def compact(
+        self,
+        transcript: formats.Transcript,
+        summary: str | None,
+        keep_from: Item | None,
+        metadata: dict[str, Any],
+    ) -> list[Record]:
+        scan = self._scan(transcript)
+        entries = scan.entries
+        keep = len(entries)
+        if keep_from is not None:
+            entry_path = keep_from.extra.get("entry_path")
+            for i, entry in enumerate(entries):
+                if entry.record is keep_from.record and entry.path == entry_path:
+                    keep = i
+                    break
+            else:
+                raise LookoutError("the item to keep from is not in the model-visible history")
+        head, tail = entries[:keep], entries[keep:]
+        setup = [e for e in head if _is_setup_message(e.payload)]
+        ghosts = [e for e in head if e.payload.get("type") == "ghost_snapshot"]
+        text = SUMMARY_PREFIX + "\n" + summary if summary is not None else TRUNCATION_NOTICE
+        message = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        history = [_copy_payload(e) for e in setup] + [message] + [_copy_payload(e) for e in ghosts]
+        history += [_copy_payload(e) for e in tail]
+        reference = _latest_real_line(transcript)
+        ts = now_timestamp()
+        compacted = self._new_line("compacted", {"message": text, "replacement_history": history}, reference, ts)
+        event = self._new_line("event_msg", {"type": "context_compacted"}, reference, ts)
+        transcript.append([compacted, event])
+        return [compacted, event]
+
+    @staticmethod
+    def _new_line(kind: str, payload: dict, reference: Record | None, ts: str | None = None) -> Record:
+        """A new rollout line with the envelope Codex writes (extra top-level fields such as
+        ``ordinal`` copied from a nearby real line)."""
+        if ts is None:
+            ref_ts = _valid_ts(reference.data.get("timestamp")) if reference is not None and reference.data else None
+            ts = ref_ts or now_timestamp()
+        obj: dict[str, Any] = {"timestamp": ts}
+        if reference is not None and reference.data:
+            for key, value in reference.data.items():
+                if key not in ("timestamp", "type", "payload"):
+                    obj[key] = copy.deepcopy(value)
+        obj["type"] = kind
+        obj["payload"] = payload
+        return Record.new(obj)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return 0
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def _call_name(payload: dict) -> str:
+    name = payload.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return _CALL_NAMES.get(payload.get("type"), payload.get("type") or "tool")
+
+
+def _copy_payload(entry: _Entry) -> dict:
+    if entry.synthetic:
+        return copy.deepcopy(entry.payload)
+    return copy.deepcopy(_get(_exact(entry.record), entry.path))
+
+
+def _latest_real_line(transcript: formats.Transcript) -> Record | None:
+    for record in reversed(transcript.records):
+        if record.raw is not None and record.data is not None and record.data.get("type") in RECORD_TYPES:
+            return record
+    return None
+
+
+def _parse_wrapped(output: str) -> dict | None:
+    """The 0.5x shell output: a JSON object inside the string, ``{"output": …, "metadata": …}``."""
+    if not output.startswith("{"):
+        return None
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("output"), str):
+        return value
+    return None
+
+
+def _replaced_output(payload: dict, shape: str | None, text: str) -> Any:
+    """The tool output with its text replaced, in the shape Codex reads back."""
+    output = payload.get("output")
+    if shape == "wrapped" and isinstance(output, str):
+        wrapper = _parse_wrapped(output)
+        if wrapper is not None:
+            if wrapper["output"] == text:
+                return output
+            wrapper["output"] = text
+            return _dumps(wrapper)
+        return text
+    if shape == "list" and isinstance(output, list):
+        new: list = []
+        placed = False
+        for part in output:
+            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS:
+                if not placed:
+                    new.append({"type": "input_text", "text": text})
+                    placed = True
+                continue
+            new.append(part)
+        if not placed:
+            new.insert(0, {"type": "input_text", "text": text})
+        return new
+    if shape == "dict_image" and isinstance(output, dict):
+        return [{"type": "input_text", "text": text}, output]
+    if shape == "dict_text" and isinstance(output, dict):
+        return {**output, "text": text}
+    if shape == "dict_content" and isinstance(output, dict):
+        return {**output, "content": text}
+    if shape == "tools":
+        raise LookoutError("cannot replace a tool_search_output: it holds tool definitions, not text")
+    return text
+
+
+class _Builder:
+    """Turns history entries into view items, numbering messages and turns."""
+
+    def __init__(self, view: View, scan: _Scan) -> None:
+        self.view = view
+        self.scan = scan
+        self.message = -1
+        self.turn = 0
+        self.prev_assistant = False
+
+    def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
+        if not same_message and not (assistant and self.prev_assistant):
+            self.message += 1
+        self.prev_assistant = assistant
+        item.message = self.message
+        if item.prompt:
+            self.turn += 1
+        item.turn = self.turn
+        self.view.items.append(item)
+        return item
+
+    def entry(self, entry: _Entry, tools: dict) -> None:
+        payload = entry.payload
+        kind = payload.get("type")
+        ts = _valid_ts(entry.record.data.get("timestamp")) if entry.record.data else None
+        base = {"entry_path": entry.path}
+        if entry.rebuilt:
+            base["rebuilt"] = True
+        if entry.synthetic:  # the summary of a compaction without replacement_history
+            texts = _message_texts(payload)
+            text = texts[0] if texts else ""
+            extra = dict(base, summary=summary_body(text))
+            self.add(Item("user", SUMMARY, text, entry.record, path=entry.path, timestamp=ts, extra=extra), False)
+        elif kind == "message":
+            self._message(entry, payload, ts, base)
+        elif kind == "reasoning":
+            texts = []
+            for field in ("summary", "content"):
+                parts = payload.get(field)
+                if isinstance(parts, list):
+                    texts += [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            blob = payload.get("encrypted_content")
+            opaque = isinstance(blob, str) and bool(blob)
+            if opaque:
+                texts.append(_opaque_text(blob))
+            self.add(Item("assistant", THINKING, "\n".join(texts), entry.record, path=entry.path, timestamp=ts, opaque=opaque, extra=dict(base)), True)
+        elif kind in ("compaction", "compaction_summary"):
+            self.add(
+                Item("user", SUMMARY, _opaque_text(payload.get("encrypted_content")), entry.record, path=entry.path, timestamp=ts, opaque=True, extra=dict(base)),
+                False,
+            )
+        elif kind == "agent_message":  # a message from another agent (inter-agent communication)
+            first = True
+            content = payload.get("content")
+            for i, part in enumerate(content if isinstance(content, list) else ()):
+                if not isinstance(part, dict):
+                    continue
+                if isinstance(part.get("text"), str):
+                    item = Item("user", NOTICE, part["text"], entry.record, path=entry.path + ("content", i), timestamp=ts, extra=dict(base))
+                elif isinstance(part.get("encrypted_content"), str):
+                    item = Item("user", NOTICE, _opaque_text(part["encrypted_content"]), entry.record, path=entry.path + ("content", i), timestamp=ts, opaque=True, extra=dict(base))
+                else:
+                    continue
+                self.add(item, False, same_message=not first)
+                first = False
+        elif kind in _MODEL_OUTPUT_TYPES or (isinstance(kind, str) and kind.endswith("_call")):
+            self._call(entry, payload, ts, base)
+        elif isinstance(kind, str) and kind.endswith("_output") and isinstance(payload.get("call_id"), str):
+            self._result(entry, payload, ts, base, tools)
+        # ghost_snapshot and unknown item types are not sent to the model
+
+    def _message(self, entry: _Entry, payload: dict, ts: str | None, base: dict) -> None:
+        role = payload.get("role") if isinstance(payload.get("role"), str) else "user"
+        content = payload.get("content")
+        if isinstance(content, str):
+            content = [{"type": "input_text", "text": content}]
+            path_of = lambda i: entry.path + ("content",)  # noqa: E731
+        else:
+            path_of = lambda i: entry.path + ("content", i)  # noqa: E731
+        if not isinstance(content, list):
+            return
+        first = True
+        prompted = False
+        assistant = role == "assistant"
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                continue
+            ptype = part.get("type")
+            extra = dict(base)
+            if ptype == "input_image" or ptype == "image":
+                if entry.rebuilt:
+                    continue  # a local compaction carries only the text of earlier messages
+                ref = image_ref(part.get("image_url"))
+                if ref.data:
+                    extra["events"] = self.scan.event_images.get(part["image_url"], [])
+                item = Item(role, IMAGE, "", entry.record, path=path_of(i), timestamp=ts, image=ref, extra=extra)
+                if role == "user" and not prompted:
+                    item.prompt = prompted = True
+            elif isinstance(part.get("text"), str):
+                text = part["text"]
+                if entry.truncated is not None:  # Codex keeps the head of the joined text only
+                    if not first:
+                        continue
+                    text = entry.truncated
+                    extra["truncated"] = True
+                if role in ("developer", "system"):
+                    key = setup_key(text)
+                    extra["setup_key"] = key
+                    item = Item(role, SETUP, text, entry.record, path=path_of(i), timestamp=ts, setup=_setup_part(key) if key else "system", extra=extra)
+                elif role == "user":
+                    kind, part_name = classify_user_text(text)
+                    if kind == SETUP:
+                        key = setup_key(text)
+                        if key:
+                            extra["setup_key"] = key
+                            part_name = _setup_part(key)
+                        item = Item(role, SETUP, text, entry.record, path=path_of(i), timestamp=ts, setup=part_name, extra=extra)
+                    elif kind == SUMMARY:
+                        extra["summary"] = summary_body(text)
+                        item = Item(role, SUMMARY, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
+                    else:
+                        item = Item(role, kind, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
+                        if kind == TEXT and not prompted:
+                            item.prompt = prompted = True
+                else:
+                    item = Item(role, TEXT, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
+            else:
+                continue
+            self.add(item, assistant, same_message=not first)
+            first = False
+
+    def _call(self, entry: _Entry, payload: dict, ts: str | None, base: dict) -> None:
+        kind = payload.get("type")
+        name = _call_name(payload)
+        extra = dict(base)
+        if kind == "function_call" or isinstance(payload.get("arguments"), str):
+            args = payload.get("arguments")
+            args = args if isinstance(args, str) else ("" if args is None else _dumps(args))
+            extra["field"] = "arguments" if kind == "function_call" else None
+        elif kind == "custom_tool_call":
+            args = payload.get("input") if isinstance(payload.get("input"), str) else ""
+            extra["field"] = "input"
+        else:
+            detail = {k: v for k, v in payload.items() if k in ("action", "arguments", "query", "revised_prompt", "input", "operation")}
+            args = _dumps(detail) if detail else ""
+        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+        self.add(Item("assistant", TOOL_CALL, name + args, entry.record, path=entry.path, tool=name, call_id=call_id, timestamp=ts, extra=extra), True)
+        if kind == "image_generation_call" and isinstance(payload.get("result"), str) and len(payload["result"]) > 64:
+            ref = ImageRef(media_type="image/png", data=payload["result"], nbytes=len(payload["result"]) * 3 // 4)
+            self.add(Item("assistant", IMAGE, "", entry.record, path=entry.path + ("result",), tool=name, timestamp=ts, image=ref, extra=dict(base)), True)
+
+    def _result(self, entry: _Entry, payload: dict, ts: str | None, base: dict, tools: dict) -> None:
+        call_id = payload["call_id"]
+        tool = tools.get(call_id)
+        extra = dict(base)
+        images: list[tuple[tuple, ImageRef]] = []
+        is_error = False
+        if payload.get("type") == "tool_search_output" and "output" not in payload:
+            text = _dumps(payload.get("tools")) if payload.get("tools") is not None else ""
+            extra["shape"] = "tools"
+        else:
+            output = payload.get("output")
+            text, shape, is_error = _output_text(output, entry.path + ("output",), images)
+            extra["shape"] = shape
+        if payload.get("status") in ("failed", "error") or payload.get("success") is False:
+            is_error = True
+        self.add(
+            Item("tool", TOOL_RESULT, text, entry.record, path=entry.path, tool=tool, call_id=call_id, timestamp=ts, is_error=is_error, extra=extra),
+            False,
+        )
+        for path, ref in images:
+            if entry.rebuilt:
+                break
+            self.add(Item("tool", IMAGE, "", entry.record, path=path, tool=tool, call_id=call_id, timestamp=ts, image=ref, extra=dict(base)), False, same_message=True)
+
+
+def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:
+    """(text, shape, is_error) of a tool output; image parts are appended to ``images``."""
+    if isinstance(output, str):
+        wrapper = _parse_wrapped(output)
+        if wrapper is not None:
+            meta = wrapper.get("metadata")
+            code = meta.get("exit_code") if isinstance(meta, dict) else None
+            return wrapper["output"], "wrapped", isinstance(code, int) and not isinstance(code, bool) and code != 0
+        return output, "string", False
+    if isinstance(output, list):
+        texts = []
+        for i, part in enumerate(output):
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") in ("input_image", "image"):
+                images.append((path + (i,), image_ref(part.get("image_url"))))
+            elif isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts), "list", False
+    if isinstance(output, dict):
+        if output.get("type") in ("input_image", "image"):
+            images.append((path, image_ref(output.get("image_url"))))
+            return "", "dict_image", False
+        if isinstance(output.get("text"), str):
+            return output["text"], "dict_text", False
+        if "content" in output:
+            content = output["content"]
+            error = output.get("success") is False
+            if isinstance(content, str):
+                return content, "dict_content", error
+            text, _shape, _err = _output_text(content, path + ("content",), images)
+            return text, "dict_content", error
+        return _dumps(output), "string", False
+    if output is None:
+        return "", "string", False
+    return _dumps(output), "string", False

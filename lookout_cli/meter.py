@@ -1,0 +1,1078 @@
+"""The context meter's analysis: what fills a transcript's model-visible context, what the
+provider counted, what it cost, and what could be reclaimed.
+
+Pure functions over a ``View`` (no I/O except reading setup files the caller names), so other
+commands reuse them: ``compact`` and ``prepare-idle`` call :func:`item_tokens`,
+:func:`last_response`, :func:`context_used`, :func:`warm_cache` and :func:`reclaimable`.
+:func:`measure` puts everything together into one :class:`Meter`; ``meter_report`` renders it.
+
+Every figure carries a *basis*: ``exact`` (a provider count recorded in the transcript),
+``estimated`` (our tokenizer or the fast estimate), ``inferred`` (setup worked out from the
+first recorded prompt), or a sum of two (``exact+estimated``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lookout_cli.view import (
+    IMAGE,
+    NOTICE,
+    SETUP,
+    SUMMARY,
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Item,
+    Usage,
+    View,
+)
+
+EXACT = "exact"
+ESTIMATED = "estimated"
+INFERRED = "inferred"
+FROM_FILE = "file"
+
+SETUP_LABELS = {
+    "system": "System prompt",
+    "tools": "Tool definitions",
+    "rules": "Rules",
+    "environment": "Environment",
+    "memory": "Memory",
+    "skills": "Skills",
+}
+CONVERSATION_LABELS = {
+    "messages": "Messages",
+    "replies": "Agent replies",
+    "thinking": "Thinking",
+    "tool_results": "Tool results",
+    "summaries": "Summaries",
+    "images": "Images",
+    "notices": "Notices",
+}
+RULES_FILES = ("CLAUDE.md", "AGENTS.md")
+TOP_TOOL_RESULTS = 5
+TOP_RECLAIMABLE = 10
+DEFAULT_AMBER = 75.0
+HIDDEN_BELOW = 10.0
+PRESETS = {"lookout": (75.0, None), "localpilot": (65.0, 85.0)}
+CACHE_TIERS = {"5m": 300, "1h": 3600}
+
+
+# --- token counts per item ---------------------------------------------------------------------
+
+def image_provider(model: str | None, fmt: str | None) -> str:
+    """Whose image formula to use: the model's maker, else the format's usual provider."""
+    name = (model or "").lower()
+    if "claude" in name or name.startswith(("anthropic", "opus", "sonnet", "haiku")):
+        return "anthropic"
+    if "gemini" in name:
+        return "gemini"
+    if name.startswith(("gpt", "o1", "o3", "o4", "codex", "chatgpt")) or "openai" in name:
+        return "openai"
+    return {"codex": "openai", "openai": "openai", "gemini-cli": "gemini"}.get(fmt or "", "anthropic")
+
+
+def image_dimensions(item: Item) -> tuple[int, int] | None:
+    """An image's width and height from its header (no decoding), when its bytes are inline."""
+    ref = item.image
+    if ref is None or not ref.data:
+        return None
+    from lookout_cli.images import ImageError, probe_base64
+
+    try:
+        info = probe_base64(ref.data)
+    except ImageError:
+        return None
+    return info.width, info.height
+
+
+def image_item_tokens(item: Item, provider: str) -> int:
+    """Tokens the provider charges for an image, by its formula from the image's size."""
+    from lookout_cli.images import image_tokens
+
+    dims = image_dimensions(item)
+    if dims is None:
+        # a remote or unreadable image: the formula's value for a 1024 px square
+        dims = (1024, 1024)
+    return int(image_tokens(provider, dims[0], dims[1]))
+
+
+def item_tokens(view: View, counter, provider: str | None = None) -> list[int]:
+    """Tokens of every item of ``view`` (in order). Texts are counted with ``counter`` (a
+    ``TokenCounter``, which counts each distinct text once); images by the provider's formula."""
+    provider = provider or image_provider(view.model, view.format)
+    out = []
+    for item in view.items:
+        if item.kind == IMAGE:
+            out.append(image_item_tokens(item, provider))
+        else:
+            out.append(counter.count(item.text))
+    return out
+
+
+# --- parts --------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Part:
+    group: str  # "setup" | "conversation"
+    key: str
+    label: str
+    tokens: int = 0
+    items: int = 0
+    basis: str = ESTIMATED
+    source: str | None = None  # where an unrecorded setup part came from
+    children: list[Part] = field(default_factory=list)  # tool results by tool
+
+
+@dataclass(slots=True)
+class ToolResult:
+    tool: str
+    call_id: str | None
+    tokens: int
+    line: int
+    target: str | None = None  # the path or command the call named
+
+
+def tool_name(item: Item, calls: dict[str, Item]) -> str:
+    if item.tool:
+        return item.tool
+    call = calls.get(item.call_id or "")
+    return (call.tool if call is not None and call.tool else None) or "unknown"
+
+
+def conversation_key(item: Item) -> str | None:
+    """Which conversation part an item belongs to (None for setup)."""
+    if item.kind == SETUP:
+        return None
+    if item.kind == TOOL_RESULT:
+        return "tool_results"
+    if item.kind == IMAGE:
+        return "images"
+    if item.kind == SUMMARY:
+        return "summaries"
+    if item.kind == NOTICE:
+        return "notices"
+    if item.kind == THINKING:
+        return "thinking"
+    if item.kind == TOOL_CALL or item.role == "assistant":
+        return "replies"
+    return "messages"
+
+
+def setup_key(item: Item) -> str | None:
+    if item.kind == SETUP:
+        return item.setup if item.setup in SETUP_LABELS else "system"
+    if item.role in ("system", "developer") and item.kind == TEXT:
+        return "system"
+    return None
+
+
+@dataclass(slots=True)
+class SetupSource:
+    """Setup the transcript does not record: from a flag's file or a discovered rules file."""
+
+    key: str
+    path: str
+    text: str
+    how: str  # "--system", "discovered"…
+
+
+def read_setup_files(files: dict[str, str | None]) -> list[SetupSource]:
+    """Read the ``--system/--tools/--rules/--skills`` files (key -> path)."""
+    from lookout_cli.errors import LookoutError
+
+    found = []
+    for key, path in files.items():
+        if not path:
+            continue
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise LookoutError(f"--{key}: {path}: {exc.strerror or exc}") from None
+        found.append(SetupSource(key, str(path), text, f"--{key}"))
+    return found
+
+
+def discover_rules(cwd: str | None) -> list[SetupSource]:
+    """CLAUDE.md and AGENTS.md in the transcript's working folder, when that folder exists here."""
+    if not cwd or not os.path.isdir(cwd):
+        return []
+    found = []
+    for name in RULES_FILES:
+        path = os.path.join(cwd, name)
+        if os.path.isfile(path):
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            found.append(SetupSource("rules", path, text, "discovered"))
+    return found
+
+
+# --- responses and provider counts --------------------------------------------------------------
+
+@dataclass(slots=True)
+class Response:
+    """Where one recorded usage sits in the view: the items before it were its prompt."""
+
+    usage: Usage
+    start: int  # index in view.items of the response's first item (= items in its prompt)
+    end: int  # index just past the response's own (assistant) items
+
+
+def first_line(view: View) -> int:
+    """The first input line the conversation (not the setup) comes from; 0 when unknown."""
+    lines = [i.record.lineno for i in view.items if i.record.lineno > 0 and i.kind != SETUP]
+    return min(lines) if lines else 0
+
+
+def locate(view: View, usage: Usage) -> Response | None:
+    """Find the response a usage belongs to among the view's items; None when it lies outside
+    the current context (before the last compaction) or no item can be matched."""
+    items = view.items
+    if not items:
+        return None
+    line = usage.record.lineno
+    index = next((n for n, i in enumerate(items) if i.record is usage.record), None)
+    if index is None:
+        if line <= 0 or line < first_line(view):
+            return None
+        index = next((n for n, i in enumerate(items)
+                      if i.role == "assistant" and i.record.lineno >= line), None)
+        if index is None:
+            # The response itself is not in the view (a request-body list records it on its own
+            # line; a trimmed file may lack it): its prompt was everything before the usage.
+            start = next((n for n, i in enumerate(items) if i.record.lineno > line), len(items))
+            return Response(usage, start, start)
+    message = items[index].message
+    start = index
+    while start > 0 and items[start - 1].message == message:
+        start -= 1
+    end = index
+    while end < len(items) and (items[end].role == "assistant" or items[end].message == message):
+        end += 1
+    return Response(usage, start, end)
+
+
+def responses(view: View) -> list[Response]:
+    """Every recorded usage that belongs to the current context, in order."""
+    found = []
+    for usage in view.usages:
+        response = locate(view, usage)
+        if response is not None:
+            found.append(response)
+    return found
+
+
+def last_usage(view: View) -> Usage | None:
+    return view.usages[-1] if view.usages else None
+
+
+@dataclass(slots=True)
+class LastResponse:
+    input: int
+    cache_write: int
+    cache_read: int
+    prompt: int
+    output: int
+    model: str | None
+    timestamp: str | None
+    line: int
+    estimate: int | None  # our estimate of the same prompt (setup + conversation before it)
+    in_context: bool  # False when the response predates the current context (compacted)
+    basis: str = EXACT
+
+
+def last_response(view: View, tokens: list[int], setup_tokens: int) -> LastResponse | None:
+    usage = last_usage(view)
+    if usage is None:
+        return None
+    response = locate(view, usage)
+    estimate = None
+    if response is not None:
+        estimate = setup_tokens + conversation_sum(view, tokens, 0, response.start)
+    return LastResponse(usage.input, usage.cache_write, usage.cache_read, usage.prompt, usage.output,
+                        usage.model or view.model, usage.timestamp, usage.record.lineno, estimate,
+                        response is not None)
+
+
+def conversation_sum(view: View, tokens: list[int], start: int, end: int) -> int:
+    return sum(t for item, t in zip(view.items[start:end], tokens[start:end]) if item.kind != SETUP)
+
+
+def calibration_ratio(provider: int, estimate: int | None) -> float | None:
+    from lookout_cli.tokens import calibration
+
+    if estimate is None:
+        return None
+    return calibration(estimate, provider)
+
+
+# --- the context used ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Used:
+    tokens: int
+    basis: str
+    provider: int | None  # the last response's prompt + output, when it is current
+    pending: int  # tokens added since the last response (estimated, calibrated)
+    note: str | None = None
+
+
+def is_cleared(item: Item) -> bool:
+    from lookout_cli.clearing import is_cleared as cleared
+
+    return cleared(item)
+
+
+def stale_reason(view: View, response: Response | None) -> str | None:
+    """Why the last provider count no longer describes the context, if it does not."""
+    usage = last_usage(view)
+    if usage is None:
+        return None
+    if any(c.record.lineno == 0 or c.record.lineno > usage.record.lineno for c in view.compactions):
+        return "The transcript was compacted after the last recorded response"
+    if response is not None and any(is_cleared(i) for i in view.items[: response.start]):
+        return ("The context holds content lookout cleared, which the provider's last count may "
+                "predate")
+    return None
+
+
+def context_used(view: View, tokens: list[int], setup_tokens: int, setup_inferred: int,
+                 ratio: float | None) -> Used:
+    """Tokens in the context now: the last response's prompt and output as the provider counted
+    them, plus what came after (estimated, scaled by the calibration); else the estimate."""
+    usage = last_usage(view)
+    response = locate(view, usage) if usage is not None else None
+    reason = stale_reason(view, response)
+    scale = ratio if ratio and 0.25 <= ratio <= 4 else 1.0
+    if usage is not None and reason is None:
+        pending_raw = conversation_sum(view, tokens, response.end, len(view.items)) if response else 0
+        pending = round(pending_raw * scale)
+        exact = usage.prompt + usage.output
+        return Used(exact + pending, EXACT if pending == 0 else f"{EXACT}+{ESTIMATED}", exact, pending)
+    conversation = conversation_sum(view, tokens, 0, len(view.items))
+    setup_measured = setup_tokens - setup_inferred
+    total = setup_inferred + round((conversation + setup_measured) * scale)
+    return Used(total, ESTIMATED, None, 0, reason)
+
+
+# --- cache and cost -----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class CacheTotals:
+    requests: int = 0
+    input: int = 0
+    cache_write: int = 0
+    cache_write_1h: int = 0
+    cache_read: int = 0
+    output: int = 0
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_write + self.cache_read
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.output
+
+    @property
+    def read_share(self) -> float | None:
+        return self.cache_read / self.prompt if self.prompt else None
+
+
+def cache_totals(usages: Iterable[Usage]) -> CacheTotals:
+    totals = CacheTotals()
+    for u in usages:
+        totals.requests += 1
+        totals.input += u.input
+        totals.cache_write += u.cache_write
+        totals.cache_write_1h += u.cache_write_1h
+        totals.cache_read += u.cache_read
+        totals.output += u.output
+    return totals
+
+
+@dataclass(slots=True)
+class Cost:
+    usd: float | None  # None when no request's model has known prices
+    input: float = 0.0
+    cache_write: float = 0.0
+    cache_read: float = 0.0
+    output: float = 0.0
+    priced: int = 0  # requests priced
+    unpriced: int = 0  # requests whose model has no prices
+    models: list[str] = field(default_factory=list)
+
+
+def usage_cost(usage: Usage, model) -> dict[str, float] | None:
+    """Dollars for one response at API prices (``model`` is a ``models.Model``; prices per
+    million tokens). Cache writes are priced by their TTL tier: 5-minute writes at
+    ``price_cache_write_5m``, 1-hour writes at ``price_cache_write_1h``. A prompt over the
+    model's long-context threshold pays the long-context rates for all its tokens (as
+    ``Model.cost`` does). None when a price the response needs is unknown."""
+    threshold = getattr(model, "long_context_threshold", None)
+    long = threshold is not None and usage.prompt > threshold
+
+    def price(key: str) -> float | None:
+        value = getattr(model, f"long_price_{key}", None) if long else None
+        return getattr(model, f"price_{key}", None) if value is None else value
+
+    one_hour = min(usage.cache_write_1h, usage.cache_write)
+    amounts = {
+        "input": [(usage.input, "input")],
+        "cache_write": [(usage.cache_write - one_hour, "cache_write_5m"), (one_hour, "cache_write_1h")],
+        "cache_read": [(usage.cache_read, "cache_read")],
+        "output": [(usage.output, "output")],
+    }
+    out = {}
+    for kind, pairs in amounts.items():
+        dollars = 0.0
+        for tokens, key in pairs:
+            if not tokens:
+                continue
+            p = price(key)
+            if p is None:
+                return None
+            dollars += tokens * p / 1e6
+        out[kind] = dollars
+    return out
+
+
+def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
+    """The cost of every recorded response, each at its own model's prices."""
+    cost = Cost(usd=None)
+    for usage in usages:
+        name = usage.model if usage.model and not usage.model.startswith("<") else default_model
+        model = model_for(name)
+        parts = usage_cost(usage, model) if model is not None and getattr(model, "known", True) else None
+        if parts is None:
+            cost.unpriced += 1
+            continue
+        cost.priced += 1
+        if model.name not in cost.models:
+            cost.models.append(model.name)
+        for key, value in parts.items():
+            setattr(cost, key, getattr(cost, key) + value)
+    if cost.priced:
+        cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
+    return cost
+
+
+def parse_time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass(slots=True)
+class WarmCache:
+    tier: str  # "5m" | "1h"
+    tier_source: str  # "recorded" (the usage's cache writes) or "model" (its default TTL)
+    last_response_at: str
+    expires_at: str
+    now: str
+    seconds_left: int  # negative once expired
+    expired: bool
+
+
+def cache_tier(usages: list[Usage], default_ttl: int | None) -> tuple[str, str] | None:
+    """The cache tier the chat writes to: from the newest response that wrote to the cache,
+    else the model's default TTL; None when nothing says the chat is cached."""
+    for usage in reversed(usages):
+        if usage.cache_write:
+            return ("1h" if usage.cache_write_1h else "5m"), "recorded"
+    if default_ttl:
+        return ("1h" if default_ttl >= 3600 else "5m"), "model"
+    if any(u.cache_read for u in usages):
+        return "5m", "model"
+    return None
+
+
+def warm_cache(usages: list[Usage], now: dt.datetime, default_ttl: int | None = None) -> WarmCache | None:
+    """How long the provider's cache stays warm from the last response's time and its tier."""
+    timed = [u for u in usages if parse_time(u.timestamp)]
+    if not timed:
+        return None
+    tier = cache_tier(usages, default_ttl)
+    if tier is None:
+        return None
+    last = timed[-1]
+    at = parse_time(last.timestamp)
+    assert at is not None
+    expires = at + dt.timedelta(seconds=CACHE_TIERS[tier[0]])
+    left = int((expires - now).total_seconds())
+    return WarmCache(tier[0], tier[1], iso(at), iso(expires), iso(now), left, left <= 0)
+
+
+def iso(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# --- compactions --------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class CompactionRow:
+    line: int
+    timestamp: str | None
+    trigger: str | None
+    before: int | None
+    after: int | None
+    after_basis: str | None  # "recorded" or "next response" (its prompt, exact)
+
+
+def compactions(view: View) -> list[CompactionRow]:
+    rows = []
+    for c in view.compactions:
+        after, basis = c.after, ("recorded" if c.after is not None else None)
+        if after is None and c.record.lineno > 0:
+            later = [u for u in view.usages if u.record.lineno > c.record.lineno]
+            if later:
+                after, basis = later[0].prompt, "next response"
+        rows.append(CompactionRow(c.record.lineno, c.timestamp, c.trigger, c.before, after, basis))
+    return rows
+
+
+# --- duplicate reads and reclaimable items --------------------------------------------------------
+
+PATH_KEYS = ("file_path", "path", "filePath", "notebook_path", "absolute_path", "target_file", "filename", "file")
+RANGE_KEYS = ("offset", "limit", "start_line", "end_line", "line_range", "view_range", "lines", "pages")
+READ_TOOLS = {"read", "read_file", "readfile", "view", "view_file", "open_file", "notebookread",
+              "read_text_file", "cat", "readmanyfiles"}
+SHELL_TOOLS = {"bash", "shell", "shell_command", "exec_command", "local_shell", "run_shell_command",
+               "run_terminal_cmd", "execute_command", "terminal"}
+READ_COMMANDS = {"cat", "sed", "head", "tail", "nl", "less", "more", "bat", "batcat"}
+
+
+def call_arguments(item: Item) -> Any:
+    """A tool call's arguments: the adapter's parsed copy if it kept one, else the JSON in its text."""
+    for key in ("arguments", "input", "args"):
+        if key in item.extra:
+            value = item.extra[key]
+            if isinstance(value, str):
+                try:
+                    return json.loads(value)
+                except ValueError:
+                    return value
+            return value
+    text = item.text
+    start = text.find("{")
+    if start >= 0:
+        try:
+            return json.loads(text[start:])
+        except ValueError:
+            pass
+        try:
+            return json.JSONDecoder().raw_decode(text[start:])[0]
+        except ValueError:
+            pass
+    name = item.tool or ""
+    return text[len(name):].strip() if text.startswith(name) else text
+
+
+def _shell_read(command: Any) -> tuple[str, str] | None:
+    """The file a shell command reads whole or in part (``cat f``, ``sed -n '1,80p' f``…)."""
+    if isinstance(command, list):
+        words = [str(w) for w in command]
+        if len(words) >= 3 and os.path.basename(words[0]) in ("bash", "sh", "zsh") and words[1].startswith("-"):
+            return _shell_read(words[2])
+    elif isinstance(command, str):
+        if any(ch in command for ch in "|;&><`$"):
+            return None
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return None
+    else:
+        return None
+    if not words or os.path.basename(words[0]) not in READ_COMMANDS:
+        return None
+    program, args = os.path.basename(words[0]), words[1:]
+    files, options = [], []
+    skip = False
+    for n, word in enumerate(args):
+        if skip:
+            skip = False
+            options.append(word)
+            continue
+        if word.startswith("-") and len(word) > 1:
+            options.append(word)
+            if word in ("-n", "-c", "-e") and program != "sed" or word == "-e":
+                skip = True
+            continue
+        files.append(word)
+    if program == "sed":
+        script = next((f for f in files if re.fullmatch(r"\d*,?\$?\d*p", f)), None)
+        files = [f for f in files if f != script]
+        if script is None and not options:
+            return None
+        options.append(script or "")
+    if len(files) != 1:
+        return None
+    return files[0], " ".join(o for o in options if o)
+
+
+def read_target(item: Item) -> tuple[str, str] | None:
+    """(path, range) that a tool call reads, when it is a file read; range '' means whole."""
+    if item.kind != TOOL_CALL:
+        return None
+    name = (item.tool or "").lower()
+    args = call_arguments(item)
+    if isinstance(args, dict):
+        if name in READ_TOOLS or name.endswith(("read_file", "readfile")) or name.startswith("read"):
+            path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
+            if path:
+                rng = ",".join(f"{k}={args[k]}" for k in RANGE_KEYS if args.get(k) not in (None, ""))
+                return path, rng
+        if name in SHELL_TOOLS or "command" in args or "cmd" in args:
+            return _shell_read(args.get("command", args.get("cmd")))
+        return None
+    if name in SHELL_TOOLS and isinstance(args, str):
+        return _shell_read(args)
+    return None
+
+
+@dataclass(slots=True)
+class DuplicateRead:
+    path: str
+    reads: int
+    tokens: int  # tokens of all the results of reading it
+    reclaimable: int  # tokens of earlier reads a later identical read supersedes
+    calls: list[str]
+    ranges: list[str] = field(default_factory=list)  # "" = the whole file
+
+
+@dataclass(slots=True)
+class Reclaimable:
+    kind: str  # "tool_result" | "image" | "duplicate_read"
+    tokens: int
+    line: int
+    tool: str | None
+    call_id: str | None
+    target: str | None
+    why: str
+
+
+def _results_by_call(view: View, tokens: list[int]) -> dict[str, tuple[int, int]]:
+    """call id -> (tokens of its result, including images in it; index of the result)."""
+    found: dict[str, tuple[int, int]] = {}
+    for n, item in enumerate(view.items):
+        if item.call_id and item.kind in (TOOL_RESULT, IMAGE) and item.role != "assistant":
+            old = found.get(item.call_id)
+            found[item.call_id] = ((old[0] if old else 0) + tokens[n], old[1] if old else n)
+    return found
+
+
+def duplicate_reads(view: View, tokens: list[int]) -> tuple[list[DuplicateRead], set[str]]:
+    """Files read more than once (from the calls' arguments), and the call ids of reads that a
+    later read of the same file and range supersedes."""
+    results = _results_by_call(view, tokens)
+    by_path: dict[str, list[tuple[str, str]]] = {}
+    for item in view.items:
+        target = read_target(item)
+        if target and item.call_id:
+            by_path.setdefault(target[0], []).append((target[1], item.call_id))
+    rows, superseded = [], set()
+    for path, reads in by_path.items():
+        if len(reads) < 2:
+            continue
+        spent = sum(results.get(cid, (0, 0))[0] for _, cid in reads)
+        gone = 0
+        for n, (rng, cid) in enumerate(reads):
+            if any(later_rng in (rng, "") for later_rng, _ in reads[n + 1:]):
+                if cid in results:
+                    superseded.add(cid)
+                    gone += results[cid][0]
+        rows.append(DuplicateRead(path, len(reads), spent, gone, [cid for _, cid in reads],
+                                  [rng for rng, _ in reads]))
+    rows.sort(key=lambda r: (-r.reclaimable, -r.tokens, r.path))
+    return rows, superseded
+
+
+def assistant_runs(view: View) -> list[tuple[int, int]]:
+    """(start, end) indexes of each run of consecutive assistant items: one step each."""
+    runs, start = [], None
+    for n, item in enumerate(view.items):
+        if item.role == "assistant":
+            if start is None:
+                start = n
+        elif start is not None:
+            runs.append((start, n))
+            start = None
+    if start is not None:
+        runs.append((start, len(view.items)))
+    return runs
+
+
+def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE) -> tuple[list[Reclaimable], int]:
+    """The largest items that could be cleared (and saved) without taking away what the agent
+    is working on: tool results and images it has already read, except those its latest step
+    read (anything before the step before the last), and reads of a file that a later read of
+    the same file and range supersedes. Returns the top ``limit`` and the tokens of all of them
+    (each item counted once)."""
+    items = view.items
+    calls = view.calls()
+    runs = assistant_runs(view)
+    seen_before = runs[-2][0] if len(runs) >= 2 else 0  # items before this were read twice over
+    _, superseded = duplicate_reads(view, tokens)
+    found: dict[int, Reclaimable] = {}
+    for n, item in enumerate(items):
+        if item.kind not in (TOOL_RESULT, IMAGE) or item.role == "assistant" or is_cleared(item):
+            continue
+        call = calls.get(item.call_id or "")
+        tool = tool_name(item, calls) if item.kind == TOOL_RESULT or item.call_id else None
+        target = read_target(call) if call is not None else None
+        where = target[0] if target else _call_summary(call)
+        if item.call_id in superseded and item.kind == TOOL_RESULT:
+            found[n] = Reclaimable("duplicate_read", tokens[n], item.record.lineno, tool, item.call_id, where,
+                                   "a later read of the same file and range supersedes it")
+        elif n < seen_before:
+            kind = "image" if item.kind == IMAGE else "tool_result"
+            found[n] = Reclaimable(kind, tokens[n], item.record.lineno, tool, item.call_id, where,
+                                   "the agent has already read it (before its latest step)")
+    ranked = sorted((r for r in found.values() if r.tokens > 0), key=lambda r: (-r.tokens, r.line))
+    return ranked[:limit], sum(r.tokens for r in ranked)
+
+
+# --- everything together ------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Settings:
+    model: str | None = None  # --model (else the transcript's)
+    model_source: str = "flag"  # where ``model`` came from: flag or config
+    budget: str | None = None  # --budget 200k|80%
+    estimate: bool = False  # --estimate
+    setup_files: dict[str, str | None] = field(default_factory=dict)  # --system/--tools/--rules/--skills
+    discover_rules: bool = True
+    now: dt.datetime | None = None  # --now
+    amber: float | None = None  # meter.amber
+    red: float | None = None  # meter.red (default: the summary point)
+    hidden: float = HIDDEN_BELOW
+    models_config: dict | None = None  # config overrides for the models file
+    threshold_percent: float | None = None  # compaction.threshold_percent
+    reserved: int | None = None  # compaction.reserved
+
+
+@dataclass(slots=True)
+class BudgetFigures:
+    window: int
+    window_source: str  # "transcript" (recorded by the agent) or "model"
+    budget: int
+    budget_source: str
+    reserve: int
+    summary_point: int
+    summary_point_source: str
+    due_at: int  # tokens at which compaction is due
+    due: bool
+
+
+@dataclass(slots=True)
+class Meter:
+    format: str
+    model: str | None
+    model_known: bool
+    model_source: str
+    encoding: str
+    counting: str  # "tokenizer" counts or the fast "estimate"
+    image_provider: str
+    budget: BudgetFigures
+    used: Used
+    percent: float
+    state: str  # hidden | normal | amber | red
+    amber: float
+    red: float
+    hidden: float
+    parts: list[Part]
+    total: int  # the parts' sum (estimated)
+    largest_results: list[ToolResult]
+    last: LastResponse | None
+    calibration: float | None
+    calibration_note: str | None
+    cache: CacheTotals
+    cost: Cost
+    warm: WarmCache | None
+    compactions: list[CompactionRow]
+    duplicates: list[DuplicateRead]
+    reclaimable: list[Reclaimable]
+    reclaimable_total: int
+    series: list[dict]  # per recorded response: line, timestamp, prompt, output, context, compaction
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_basis(self) -> str:
+        return "estimated+inferred" if any(p.basis == INFERRED for p in self.parts) else ESTIMATED
+
+    @property
+    def counting_label(self) -> str:
+        return f"the {self.encoding} tokenizer" if self.counting == "tokenizer" else "the fast estimate (no tokenizer)"
+
+    @property
+    def setup_parts(self) -> list[Part]:
+        return [p for p in self.parts if p.group == "setup"]
+
+    @property
+    def conversation_parts(self) -> list[Part]:
+        return [p for p in self.parts if p.group == "conversation"]
+
+    def largest(self, n: int = 2) -> list[Part]:
+        return sorted((p for p in self.parts if p.tokens > 0), key=lambda p: -p.tokens)[:n]
+
+
+def build_parts(view: View, tokens: list[int], sources: list[SetupSource], counter,
+                first: Response | None) -> tuple[list[Part], int, list[ToolResult]]:
+    """The parts of the context with their tokens. Returns (parts, inferred setup tokens, the
+    largest tool results)."""
+    calls = view.calls()
+    setup = {k: Part("setup", k, v) for k, v in SETUP_LABELS.items()}
+    conversation = {k: Part("conversation", k, v) for k, v in CONVERSATION_LABELS.items()}
+    by_tool: dict[str, Part] = {}
+    results: list[ToolResult] = []
+    for n, item in enumerate(view.items):
+        key = setup_key(item)
+        if key is not None:
+            part = setup[key]
+            part.basis, part.source = ESTIMATED, "recorded"
+        else:
+            part = conversation[conversation_key(item) or "messages"]
+        part.tokens += tokens[n]
+        part.items += 1
+        if item.kind == TOOL_RESULT:
+            name = tool_name(item, calls)
+            child = by_tool.setdefault(name, Part("conversation", f"tool:{name}", name))
+            child.tokens += tokens[n]
+            child.items += 1
+            call = calls.get(item.call_id or "")
+            target = read_target(call) if call is not None else None
+            results.append(ToolResult(name, item.call_id, tokens[n], item.record.lineno,
+                                      target[0] if target else _call_summary(call)))
+    recorded = {k for k, p in setup.items() if p.items}
+    for source in sources:
+        if source.key in recorded:
+            continue  # the transcript records this part; the file would count it twice
+        part = setup[source.key]
+        part.tokens += counter.count(source.text)
+        part.items += 1
+        part.basis = FROM_FILE
+        part.source = ", ".join(filter(None, [part.source, f"{source.path} ({source.how})"]))
+    known_setup = sum(p.tokens for p in setup.values())
+    inferred = 0
+    missing = [k for k in ("system", "tools") if not setup[k].items]
+    if first is not None and missing:
+        before = conversation_sum(view, tokens, 0, first.start)
+        inferred = max(0, first.usage.prompt - before - known_setup)
+    parts = [p for p in setup.values()]
+    if inferred:
+        label = " and ".join(SETUP_LABELS[k] for k in missing).capitalize()
+        parts.append(Part("setup", "inferred", label, inferred, 0, INFERRED,
+                          f"first recorded prompt (line {first.usage.record.lineno}) minus the estimated conversation before it"))
+    tool_part = conversation["tool_results"]
+    tool_part.children = sorted(by_tool.values(), key=lambda p: (-p.tokens, p.label))
+    parts += list(conversation.values())
+    results.sort(key=lambda r: (-r.tokens, r.line))
+    return parts, inferred, results[:TOP_TOOL_RESULTS]
+
+
+def _call_summary(call: Item | None, width: int = 60) -> str | None:
+    if call is None:
+        return None
+    args = call_arguments(call)
+    if isinstance(args, dict):
+        for key in ("command", "cmd", "pattern", "query", "url", "description", "prompt"):
+            value = args.get(key)
+            if isinstance(value, list):
+                value = " ".join(map(str, value[-1:] if len(value) > 2 else value))
+            if isinstance(value, str) and value:
+                return _shorten(value, width)
+        return None
+    return _shorten(str(args), width) if args else None
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def meter_state(percent: float, amber: float, red: float, hidden: float = HIDDEN_BELOW) -> str:
+    if percent >= red:
+        return "red"
+    if percent >= amber:
+        return "amber"
+    if percent < hidden:
+        return "hidden"
+    return "normal"
+
+
+def series(view: View, found: list[Response]) -> list[dict]:
+    """One point per recorded response: what the provider counted, for the plot."""
+    in_context = {id(r.usage) for r in found}
+    points = []
+    marks = sorted(c.record.lineno for c in view.compactions)
+    for n, usage in enumerate(view.usages):
+        compaction_before = any(
+            (points[-1]["line"] if points else 0) < m <= usage.record.lineno for m in marks)
+        points.append({"n": n, "line": usage.record.lineno, "timestamp": usage.timestamp,
+                       "prompt": usage.prompt, "output": usage.output,
+                       "context": usage.prompt + usage.output,
+                       "in_context": id(usage) in in_context, "compaction_before": compaction_before})
+    return points
+
+
+def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None) -> Meter:
+    """Measure a view. ``model_info`` is a ``models.Model`` (looked up from the settings when
+    None); ``budget_info`` a ``budget.Budget`` (built from the model and settings when None)."""
+    from lookout_cli import tokens as toks
+
+    model_name = settings.model or view.model
+    model_source = settings.model_source if settings.model else ("transcript" if view.model else "default")
+    if model_info is None:
+        model_info = lookup_model(model_name, settings.models_config)
+    if counter is None:
+        counter = toks.TokenCounter.for_model(model_name, exact=not settings.estimate)
+    provider = image_provider(model_name, view.format)
+    tokens = item_tokens(view, counter, provider)
+    found = responses(view)
+    first = found[0] if found else None
+    sources = read_setup_files(settings.setup_files)
+    recorded_rules = any(setup_key(i) == "rules" for i in view.items)
+    if settings.discover_rules and not recorded_rules and not settings.setup_files.get("rules"):
+        sources += discover_rules(view.cwd)
+    parts, inferred, largest_results = build_parts(view, tokens, sources, counter, first)
+    total = sum(p.tokens for p in parts)
+    setup_tokens = sum(p.tokens for p in parts if p.group == "setup")
+    last = last_response(view, tokens, setup_tokens)
+    ratio, why_not = None, None
+    if last is None:
+        why_not = "the transcript records no provider usage"
+    elif not last.estimate:
+        why_not = "the last recorded response is not in the current context"
+    elif inferred and first is not None and first.usage is view.usages[-1]:
+        why_not = "the setup was inferred from this same response, so the two agree by construction"
+    else:
+        ratio = calibration_ratio(last.prompt, last.estimate)
+    used = context_used(view, tokens, setup_tokens, inferred, ratio)
+    recorded_window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)
+    figures = budget_figures(model_info, recorded_window, settings, used.tokens, budget_info)
+    pct = 100 * used.tokens / figures.budget if figures.budget else 0.0
+    amber = float(settings.amber if settings.amber is not None else DEFAULT_AMBER)
+    red = float(settings.red if settings.red is not None else round(100 * figures.summary_point / figures.budget, 3)
+                if figures.budget else 100.0)
+    state = meter_state(pct, amber, red, settings.hidden)
+    totals = cache_totals(view.usages)
+    cost = total_cost(view.usages, _model_cache(settings.models_config, model_name, model_info), model_name)
+    now = settings.now or dt.datetime.now(dt.timezone.utc)
+    warm = warm_cache(view.usages, now, model_ttl(model_info))
+    dups, _ = duplicate_reads(view, tokens)
+    reclaim, reclaim_total = reclaimable(view, tokens)
+    notes = []
+    if not getattr(model_info, "known", True):
+        notes.append(f"model {model_name or '(none recorded)'} is not in the models file: its window and "
+                     "prices are defaults (pass --model or add it to the config)")
+    if inferred:
+        notes.append("setup the transcript does not record was inferred from the first recorded prompt")
+    return Meter(
+        format=view.format,
+        model=model_name,
+        model_known=bool(getattr(model_info, "known", True)),
+        model_source=model_source,
+        encoding=counter.encoding,
+        counting="tokenizer" if counter.exact else "estimate",
+        image_provider=provider,
+        budget=figures,
+        used=used,
+        percent=pct,
+        state=state,
+        amber=amber,
+        red=red,
+        hidden=settings.hidden,
+        parts=parts,
+        total=total,
+        largest_results=largest_results,
+        last=last,
+        calibration=ratio,
+        calibration_note=why_not,
+        cache=totals,
+        cost=cost,
+        warm=warm,
+        compactions=compactions(view),
+        duplicates=dups,
+        reclaimable=reclaim,
+        reclaimable_total=reclaim_total,
+        series=series(view, found),
+        notes=notes,
+    )
+
+
+# --- models and budgets ---------------------------------------------------------------------------
+
+def lookup_model(name: str | None, overrides: dict | None = None):
+    from lookout_cli.models import lookup
+
+    return lookup(name, overrides)
+
+
+def _model_cache(overrides: dict | None, chosen: str | None, chosen_model) -> Callable[[str | None], Any]:
+    """Look each response's model up once; the measured model answers for its own name."""
+    memo: dict[str | None, Any] = {chosen: chosen_model}
+
+    def get(name: str | None):
+        if name not in memo:
+            memo[name] = lookup_model(name, overrides)
+        return memo[name]
+
+    return get
+
+
+def model_ttl(model) -> int | None:
+    ttls = getattr(model, "cache_ttls", ()) or ()
+    return min(ttls) if ttls else None
+
+
+def budget_figures(model, recorded_window: int | None, settings: Settings, used: int, budget=None) -> BudgetFigures:
+    """The budget, reserve, summary point and compaction point for ``model``. A window the
+    transcript records (Codex's ``model_context_window``) replaces the model file's."""
+    import dataclasses
+
+    from lookout_cli.budget import Budget
+
+    window, window_source = model.context_window, "model"
+    if recorded_window:
+        window, window_source = recorded_window, "transcript"
+        if model.input_limit is not None:
+            model = dataclasses.replace(model, input_limit=recorded_window,
+                                        context_window=max(model.context_window, recorded_window))
+        else:
+            model = dataclasses.replace(model, context_window=recorded_window)
+    if budget is None:
+        budget = Budget.from_settings(model, settings.budget, settings.threshold_percent, settings.reserved)
+    if settings.budget is not None:
+        source = f"--budget {settings.budget}"
+    elif recorded_window:
+        source = "window"
+    else:
+        source = "input limit" if model.input_limit is not None else "window"
+    own = model.summary_point is not None and model.summary_point == budget.summary_point
+    return BudgetFigures(
+        window=window,
+        window_source=window_source,
+        budget=budget.limit,
+        budget_source=source,
+        reserve=budget.reserve,
+        summary_point=budget.summary_point,
+        summary_point_source="the model's own" if own else "85% of the budget",
+        due_at=budget.due_at,
+        due=budget.due(used),
+    )

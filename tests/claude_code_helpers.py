@@ -1,0 +1,71 @@
+"""Small helpers for the claude-code format tests."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+from lookout_cli.formats import Transcript, detect
+from lookout_cli.jsonl import RecordWriter, read_records
+
+DATA = Path(__file__).resolve().parent / "data" / "claude-code"
+REAL = DATA / "real"
+
+
+def load_bytes(data: bytes) -> Transcript:
+    """Parse bytes, detect the format (it must be claude-code) and wrap them in a Transcript."""
+    records = list(read_records(io.BytesIO(data)))
+    adapter = detect(records)
+    assert adapter is not None and adapter.name == "claude-code", adapter and adapter.name
+    return Transcript(records, adapter)
+
+
+def load(name: str) -> tuple[bytes, Transcript]:
+    data = (DATA / name).read_bytes()
+    return data, load_bytes(data)
+
+
+def dump(transcript: Transcript) -> bytes:
+    out = io.BytesIO()
+    RecordWriter(out).write_all(transcript.records)
+    return out.getvalue()
+
+
+def reread(transcript: Transcript) -> tuple[bytes, Transcript]:
+    """Write the transcript out and read it back, as the next command in a pipe would."""
+    data = dump(transcript)
+    return data, load_bytes(data)
+
+
+def kinds(view) -> dict:
+    return dict(Counter(item.kind for item in view.items))
+
+
+def raw_lines(data: bytes) -> list[bytes]:
+    return [r.raw for r in read_records(io.BytesIO(data))]
+
+
+def obj_of(line: bytes) -> dict:
+    return json.loads(line)
+
+
+def usage_sums(view) -> tuple[int, int, int, int, int]:
+    return (sum(u.input for u in view.usages), sum(u.cache_write for u in view.usages),
+            sum(u.cache_read for u in view.usages), sum(u.output for u in view.usages),
+            sum(u.cache_write_1h for u in view.usages))
+
+
+def chain_ok(data: bytes) -> None:
+    """Every parentUuid / logicalParentUuid of a conversation line names a line written before it."""
+    seen: set[str] = set()
+    for record in read_records(io.BytesIO(data)):
+        obj = record.data
+        if not obj:
+            continue
+        for field in ("parentUuid", "logicalParentUuid"):
+            ref = obj.get(field)
+            assert ref is None or ref in seen, f"line {record.lineno}: {field} {ref} is not earlier"
+        if isinstance(obj.get("uuid"), str):
+            seen.add(obj["uuid"])

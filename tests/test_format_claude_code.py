@@ -1,0 +1,658 @@
+"""The claude-code adapter: detection, the model-visible view, and every edit, on hand-made
+fixtures (counts worked out by hand, see tests/data/claude-code/README.md) and on the real
+transcripts in tests/data/claude-code/real/."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+
+from claude_code_helpers import (
+    DATA, REAL, chain_ok, dump, kinds, load, load_bytes, obj_of, raw_lines, reread, usage_sums,
+)
+from lookout_cli.errors import LookoutError
+from lookout_cli.formats import Transcript
+from lookout_cli.formats.claude_code import SUMMARY_PREFIX, TRUNCATION_NOTICE, Adapter, wrap_setup
+from lookout_cli.jsonl import Record, read_records
+from lookout_cli.view import (
+    IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
+)
+
+PNG_2x2 = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAC0lEQVR4nGNgQAYAAA4AAamRc7EAAAAASUVORK5CYII="
+SUBAGENT_MAIN = "real/agentsessions-subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl"
+SUBAGENT_FILE = ("real/agentsessions-subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f/subagents/"
+                 "agent-a0ad4f44468bdf20d.jsonl")
+ALL_FILES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.jsonl"))
+
+
+def texts(view, kind=None):
+    return [i.text for i in view.items if kind is None or i.kind == kind]
+
+
+def signature(view):
+    """What the model sees, without line identities: role, kind, text, call id, tool, image."""
+    return [(i.role, i.kind, i.text, i.call_id, i.tool, i.setup, i.image.data if i.image else None)
+            for i in view.items]
+
+
+# --- detection ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_detected_as_claude_code(name):
+    _, transcript = load(name)
+    assert transcript.format == "claude-code"
+
+
+def test_sniff_scores_only_claude_lines():
+    sniff = Adapter.sniff
+    assert sniff({"type": "user", "uuid": "u", "parentUuid": None, "message": {}}) == 3
+    assert sniff({"type": "summary", "summary": "t", "leafUuid": "x"}) == 2
+    assert sniff({"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}) == 2
+    assert sniff({"type": "user", "id": "g1", "content": [{"text": "hi"}]}) == 0  # gemini-cli
+    assert sniff({"timestamp": "t", "type": "response_item", "payload": {}}) == 0  # codex
+    assert sniff({"role": "user", "content": "hi"}) == 0  # openai / anthropic
+    assert sniff({"type": "lookout-future", "uuid": "u"}) == 0
+    assert sniff(["not", "a", "dict"]) == 0
+
+
+# --- views of the hand-made fixtures --------------------------------------------------------
+def test_view_parallel_images():
+    _, transcript = load("parallel-images.jsonl")
+    view = transcript.view()
+    assert kinds(view) == {TEXT: 5, THINKING: 1, TOOL_CALL: 2, TOOL_RESULT: 2, IMAGE: 2}
+    assert len(view.items) == 12
+    assert len(view.messages()) == 8  # msg_1's three lines are one message
+    assert [i.record.lineno for i in view.items if i.prompt] == [3, 13]
+    assert max(i.turn for i in view.items) == 2
+    # the pasted image and its text belong to the second turn; the prompt item is the text
+    u2 = [i for i in view.items if i.record.lineno == 13]
+    assert [(i.kind, i.prompt, i.turn) for i in u2] == [(IMAGE, False, 2), (TEXT, True, 2)]
+    assert view.orphans() == []
+    calls, results = view.calls(), view.results()
+    assert set(calls) == set(results) == {"toolu_A", "toolu_B"}
+    assert results["toolu_B"].tool == "Read" and results["toolu_A"].tool == "Bash"
+    assert results["toolu_A"].text == "a.txt\nb.txt"
+    assert calls["toolu_A"].text == 'Bash{"command":"ls"}'
+    # results out of order: B's result line comes first
+    assert [i.call_id for i in view.items if i.kind == TOOL_RESULT] == ["toolu_B", "toolu_A"]
+    thinking = [i for i in view.items if i.kind == THINKING][0]
+    assert thinking.opaque and thinking.text == "Two tools at once."
+    read_image = [i for i in view.items if i.kind == IMAGE and i.call_id == "toolu_B"][0]
+    assert read_image.image.media_type == "image/png" and read_image.image.nbytes == 68
+    assert read_image.extra["tool_use_result"] == ("toolUseResult", "file", "base64")
+    # usage: msg_1 once (its last line), msg_2, msg_3; the <synthetic> error has none
+    assert len(view.usages) == 3
+    assert [u.record.lineno for u in view.usages] == [6, 10, 15]
+    assert usage_sums(view) == (18, 150, 370, 77, 100)
+    assert view.usages[-1].prompt == 263
+    assert view.compactions == []
+    assert view.model == "claude-sonnet-4-5" and view.session_id == "S1" and view.cwd == "/w/app"
+    assert "It is caf\u00e9 black \U0001F600 and \udc00 odd." in texts(view)
+    assert view.last_timestamp == "2026-01-02T10:01:05.100Z"
+
+
+def test_view_compactions_rewind_sidechain_attachments():
+    _, transcript = load("compactions.jsonl")
+    view = transcript.view()
+    assert kinds(view) == {SUMMARY: 1, SETUP: 2, NOTICE: 4, TEXT: 2, TOOL_CALL: 2, TOOL_RESULT: 2}
+    assert view.items[0].kind == SUMMARY and view.items[0].text.endswith("Summary two.")
+    assert len(view.messages()) == 12
+    assert [i.text for i in view.items if i.prompt] == ["Now fix the two failing files"]
+    assert [(i.setup, i.text) for i in view.items if i.kind == SETUP] == [
+        ("rules", "Use tabs."), ("skills", "- pdf: read PDF files")]
+    # the sibling tool result that hangs off the first assistant line is stitched back in
+    assert view.orphans() == []
+    assert [i.call_id for i in view.items if i.kind == TOOL_RESULT] == ["toolu_Y", "toolu_X"]
+    # dead branch, earlier segments and the sidechain are not visible
+    joined = "\n".join(texts(view))
+    for hidden in ("First attempt", "Second attempt", "Summary one.", "Run the tests",
+                   "Search for TODO", "Found 3 TODOs."):
+        assert hidden not in joined
+    # usage over the whole logical chain, once per response: no dead branch, no sidechain
+    assert len(view.usages) == 6
+    assert usage_sums(view) == (203, 1630, 4370, 121, 0)
+    assert [(c.before, c.after, c.trigger) for c in view.compactions] == [
+        (5000, 800, "auto"), (9000, None, "manual")]
+    assert view.model == "claude-opus-4-1"
+
+
+def test_view_crlf_no_final_newline_passes_through():
+    data, transcript = load("crlf-no-final-newline.jsonl")
+    view = transcript.view()
+    assert texts(view) == ["Hi", "Hello", "Bye"]
+    assert [i.prompt for i in view.items] == [True, False, True]
+    assert usage_sums(view) == (1, 2, 3, 4, 0)
+    assert dump(transcript) == data
+
+
+def test_view_real_ccviewer_1_0_98():
+    _, transcript = load("real/ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl")
+    view = transcript.view()
+    # 438 lines; 32 main-chain lines, 405 sidechain lines (not visible), 1 summary line
+    assert len({id(i.record) for i in view.items}) == 32
+    assert kinds(view) == {TEXT: 9, NOTICE: 1, TOOL_CALL: 11, TOOL_RESULT: 11}
+    assert len(view.messages()) == 23
+    # the /orchestrator slash command (followed by its isMeta expansion) and the last prompt
+    assert [i.record.lineno for i in view.items if i.prompt] == [2, 434]
+    assert view.orphans() == []
+    assert len(view.usages) == 9  # nine response ids on the main chain, split lines merged
+    assert [u.output for u in view.usages][:2] == [172, 1]
+    assert usage_sums(view) == (3 + 7 + 6 + 329 + 6 + 7 + 6 + 3 + 6,
+                                1331 + 235 + 304 + 1227 + 598 + 1278 + 274 + 421 + 1004,
+                                14874 + 16205 + 16440 + 16744 + 17971 + 18569 + 19847 + 20121 + 20542,
+                                172 + 1 + 598 + 233 + 414 + 231 + 1 + 976 + 10, 0)
+    assert all(not i.record.data.get("isSidechain") for i in view.items)
+
+
+def test_view_real_dag_compact_after_rewind():
+    _, transcript = load("real/claudecodelog-dag_compact_after_rewind.jsonl")
+    view = transcript.view()
+    assert [(i.kind, i.text) for i in view.items] == [
+        (SUMMARY, "This session is being continued from a previous conversation that ran out of "
+                  "context. Summary: the user asked for a plan."),
+        (TEXT, "After compaction"), (TEXT, "Final answer")]
+    assert [(c.before, c.after, c.trigger) for c in view.compactions] == [(150000, None, "auto")]
+    # a1, b2a, b2a2 before the boundary (b1a is a dead branch), p1a after it
+    assert [u.record.lineno for u in view.usages] == [2, 6, 8, 12]
+
+
+def test_view_real_schema_coverage_does_not_crash():
+    _, transcript = load("real/agentsessions-claude-small-schema-coverage.jsonl")
+    view = transcript.view()
+    # line 51's boundary carries a preserved segment, so nothing before it can be the leaf
+    # (Claude Code prunes it); the trimmed lines all share one uuid and each resolves to the
+    # line before it, so the live chain is the main-chain run from line 63 (parentUuid null)
+    # to line 89
+    assert {i.record.lineno for i in view.items} <= set(range(63, 90))
+    assert [i.record.lineno for i in view.items if i.prompt] == [63, 87]
+    assert kinds(view) == {TEXT: 2, THINKING: 3, NOTICE: 7}
+    assert view.orphans() == []
+    assert view.usages == []  # every usage there is zero (trimmed)
+
+
+def test_view_real_subagent_layout():
+    _, main = load(SUBAGENT_MAIN)
+    view = main.view()
+    assert [(i.kind, i.text) for i in view.items] == [
+        (TEXT, "Delegate a repo search to a subagent"), (TEXT, "Spawning a subagent."),
+        (TOOL_CALL, 'Task{"subagent_type":"general-purpose","description":"search files"}')]
+    _, sub = load(SUBAGENT_FILE)
+    view = sub.view()  # every line is a sidechain line: the subagent's own chain
+    assert [(i.kind, i.text) for i in view.items] == [
+        (TEXT, "Search the repo for TODO comments"), (TEXT, "Searching."),
+        (TOOL_CALL, 'bash{"command":"grep -rn TODO"}'), (TOOL_RESULT, "a.txt:1: TODO fix")]
+    assert view.items[0].prompt and view.session_id == "agent-a0ad4f44468bdf20d"
+
+
+def test_preserved_segment_and_duplicate_uuids():
+    env = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": "S4", "version": "2.1.200"}
+
+    def line(uid, parent, kind, content, mid=None, **extra):
+        obj = {"parentUuid": parent, **env, "type": kind, "uuid": uid, "timestamp": "2026-04-01T00:00:00.000Z"}
+        if kind == "assistant":
+            obj["message"] = {"id": mid, "role": "assistant", "model": "claude-opus-4-1",
+                              "content": [{"type": "text", "text": content}],
+                              "usage": {"input_tokens": 1, "cache_creation_input_tokens": 0,
+                                        "cache_read_input_tokens": 0, "output_tokens": 1}}
+        else:
+            obj["message"] = {"role": "user", "content": content}
+        obj.update(extra)
+        return json.dumps(obj).encode() + b"\n"
+
+    boundary = {"parentUuid": None, "logicalParentUuid": "a2", **env, "type": "system",
+                "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": "b",
+                "compactMetadata": {"trigger": "manual", "preTokens": 900, "postTokens": 100,
+                                    "preservedSegment": {"headUuid": "u2", "anchorUuid": "s", "tailUuid": "a2"}}}
+    data = b"".join([
+        line("u1", None, "user", "old prompt"), line("a1", "u1", "assistant", "old answer", "m1"),
+        line("u2", "a1", "user", "kept prompt"), line("a2", "u2", "assistant", "kept answer", "m2"),
+        json.dumps(boundary).encode() + b"\n",
+        line("s", "b", "user", "This session is being continued... S", isCompactSummary=True),
+        line("u3", "a2", "user", "new prompt"), line("a3", "u3", "assistant", "new answer", "m3"),
+        # a duplicated uuid on a dead line later on must not capture the chain
+        line("u1", None, "user", "stray copy", isSidechain=True),
+    ])
+    view = load_bytes(data).view()
+    assert [(i.kind, i.text) for i in view.items] == [
+        (SUMMARY, "This session is being continued... S"), (TEXT, "kept prompt"),
+        (TEXT, "kept answer"), (TEXT, "new prompt"), (TEXT, "new answer")]
+    assert [u.record.lineno for u in view.usages] == [2, 4, 8]  # preserved m2 counted once
+    assert [(c.before, c.after) for c in view.compactions] == [(900, 100)]
+
+
+def _line(uid, parent, kind, content, mid=None, ts="2026-04-01T00:00:00.000Z", **extra):
+    obj = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/w",
+           "sessionId": "S5", "version": "2.1.200", "type": kind, "uuid": uid, "timestamp": ts}
+    if kind == "assistant":
+        obj["message"] = {"id": mid, "role": "assistant", "model": "claude-opus-4-1",
+                          "content": [{"type": "text", "text": content}],
+                          "usage": {"input_tokens": 1, "cache_creation_input_tokens": 0,
+                                    "cache_read_input_tokens": 0, "output_tokens": 1}}
+    elif kind == "attachment":
+        obj["attachment"] = {"type": "hook_additional_context", "content": content}
+    else:
+        obj["message"] = {"role": "user", "content": content}
+    obj.update(extra)
+    return json.dumps(obj).encode() + b"\n"
+
+
+def test_preserved_segment_anchor_children_move_under_the_tail():
+    boundary = {"parentUuid": None, "logicalParentUuid": "a2", "isSidechain": False, "cwd": "/w",
+                "sessionId": "S5", "type": "system", "subtype": "compact_boundary", "uuid": "b",
+                "timestamp": "2026-04-01T00:00:00.000Z", "content": "Conversation compacted",
+                "compactMetadata": {"trigger": "auto", "preTokens": 900,
+                                    "preservedSegment": {"headUuid": "u2", "anchorUuid": "s", "tailUuid": "a2"}}}
+    data = b"".join([
+        _line("u1", None, "user", "old prompt"), _line("a1", "u1", "assistant", "old answer", "m1"),
+        _line("u2", "a1", "user", "kept prompt"), _line("a2", "u2", "assistant", "kept answer", "m2"),
+        json.dumps(boundary).encode() + b"\n",
+        _line("s", "b", "user", "S", isCompactSummary=True),
+        _line("att", "s", "attachment", "hook context"),  # Claude Code's splice moves it under a2
+        _line("u3", "att", "user", "new prompt"), _line("a3", "u3", "assistant", "new answer", "m3"),
+    ])
+    view = load_bytes(data).view()
+    assert [(i.kind, i.text) for i in view.items] == [
+        (SUMMARY, "S"), (TEXT, "kept prompt"), (TEXT, "kept answer"), (NOTICE, "hook context"),
+        (TEXT, "new prompt"), (TEXT, "new answer")]
+
+
+def test_leaf_is_the_newest_childless_line_by_timestamp():
+    # a rewind whose old branch was written later in the file but is older in time
+    data = b"".join([
+        _line("u1", None, "user", "start", ts="2026-04-01T00:00:00.000Z"),
+        _line("a1", "u1", "assistant", "ok", "m1", ts="2026-04-01T00:00:01.000Z"),
+        _line("new", "a1", "user", "newer branch", ts="2026-04-01T00:00:09.000Z"),
+        _line("old", "a1", "user", "older branch", ts="2026-04-01T00:00:05.000Z"),
+        # equal timestamps: the first one wins, as in findLatestMessage
+        _line("t1", None, "user", "tie one", ts="2026-04-01T00:00:09.000Z", isSidechain=True),
+    ])
+    view = load_bytes(data).view()
+    assert texts(view) == ["start", "ok", "newer branch"]
+    same = b"".join([
+        _line("x1", None, "user", "first", ts="2026-04-01T00:00:09.000Z"),
+        _line("x2", None, "user", "second", ts="2026-04-01T00:00:09.000Z"),
+    ])
+    assert texts(load_bytes(same).view()) == ["first"]
+    # no parseable timestamp anywhere: the newest in file order
+    trimmed = b"".join([
+        _line("y1", None, "user", "one", ts="[trimmed]"), _line("y2", None, "user", "two", ts="[trimmed]"),
+    ])
+    assert texts(load_bytes(trimmed).view()) == ["two"]
+
+
+# --- replace_content ------------------------------------------------------------------------
+def test_replace_tool_result_text():
+    data, transcript = load("parallel-images.jsonl")
+    item = transcript.view().results()["toolu_A"]
+    transcript.adapter.replace_content(transcript, item, "[cleared: 2 lines saved]")
+    out, again = reread(transcript)
+    before, after = raw_lines(data), raw_lines(out)
+    assert [n for n, (b, a) in enumerate(zip(before, after), 1) if b != a] == [8]
+    block = obj_of(after[7])["message"]["content"][0]
+    assert block == {"tool_use_id": "toolu_A", "type": "tool_result",
+                     "content": "[cleared: 2 lines saved]", "is_error": False}
+    view = again.view()
+    assert view.results()["toolu_A"].text == "[cleared: 2 lines saved]"
+    assert view.orphans() == [] and len(view.items) == 12
+    # the same replacement again changes nothing
+    item = view.results()["toolu_A"]
+    again.adapter.replace_content(again, item, "[cleared: 2 lines saved]")
+    assert dump(again) == out and not any(r.edited for r in again.records)
+
+
+def test_replace_read_image_clears_both_copies():
+    data, transcript = load("parallel-images.jsonl")
+    item = [i for i in transcript.view().items if i.kind == IMAGE and i.call_id == "toolu_B"][0]
+    transcript.adapter.replace_content(transcript, item, "[image logo.png, 68 bytes, saved as X]")
+    out, again = reread(transcript)
+    before, after = raw_lines(data), raw_lines(out)
+    assert [n for n, (b, a) in enumerate(zip(before, after), 1) if b != a] == [7]
+    assert PNG_2x2.encode() not in after[6]
+    obj = obj_of(after[6])
+    assert obj["message"]["content"][0]["content"] == [
+        {"type": "text", "text": "[image logo.png, 68 bytes, saved as X]"}]
+    assert obj["message"]["content"][0]["tool_use_id"] == "toolu_B"
+    file = obj["toolUseResult"]["file"]
+    assert file["base64"] == "" and file["lookoutCleared"].startswith("[image logo.png")
+    assert file["dimensions"]["originalWidth"] == 2 and obj["toolUseResult"]["type"] == "image"
+    view = again.view()
+    assert kinds(view)[IMAGE] == 1 and view.results()["toolu_B"].text.startswith("[image logo.png")
+    assert view.orphans() == []
+    # clearing it again (it is now the result's text) changes nothing
+    again.adapter.replace_content(again, view.results()["toolu_B"], "[image logo.png, 68 bytes, saved as X]")
+    assert dump(again) == out
+
+
+def test_replace_pasted_image_and_text_keep_everything_else():
+    data, transcript = load("parallel-images.jsonl")
+    adapter = transcript.adapter
+    view = transcript.view()
+    pasted = [i for i in view.items if i.kind == IMAGE and i.call_id is None][0]
+    adapter.replace_content(transcript, pasted, "[lookout cleared an image (68 bytes). It is saved in X]")
+    answer = [i for i in transcript.view().items if i.text.startswith("It is caf")][0]
+    adapter.replace_content(transcript, answer, "short")
+    out, again = reread(transcript)
+    changed = [n for n, (b, a) in enumerate(zip(raw_lines(data), raw_lines(out)), 1) if b != a]
+    assert changed == [13, 15]
+    u2 = obj_of(raw_lines(out)[12])
+    assert u2["message"]["content"][0] == {"type": "text", "text": "[lookout cleared an image (68 bytes). It is saved in X]"}
+    assert u2["futureField"] == {"x": 1} and u2["imagePasteIds"] == [1]
+    # the edited assistant line keeps its 30-digit integer exactly
+    assert b'"weird":123456789012345678901234567890' in raw_lines(out)[14]
+    view = again.view()
+    assert [i.prompt for i in view.items if i.record.lineno == 13] == [False, True]
+    assert "short" in texts(view) and kinds(view)[IMAGE] == 1
+    with pytest.raises(LookoutError):
+        adapter.replace_content(again, [i for i in view.items if i.kind == THINKING][0], "x")
+    with pytest.raises(LookoutError):
+        adapter.replace_content(again, view.calls()["toolu_A"], "x")
+
+
+def test_replace_keeps_unknown_and_non_json_lines():
+    data, transcript = load("parallel-images.jsonl")
+    item = transcript.view().results()["toolu_A"]
+    transcript.adapter.replace_content(transcript, item, "gone")
+    out = dump(transcript)
+    assert b"this line is not JSON\n" in out
+    assert b'{"type":"lookout-future","uuid":"zz1","parentUuid":"a4","payload":{"n":123456789012345678901234567890}}\n' in out
+
+
+# --- add_parts ------------------------------------------------------------------------------
+def test_add_parts_turns_string_content_into_blocks():
+    data, transcript = load("parallel-images.jsonl")
+    prompt = [i for i in transcript.view().items if i.prompt][0]
+    parts = [{"type": "text", "text": "<file path=\"a.txt\">hello</file>"},
+             {"type": "image", "media_type": "image/png", "data": PNG_2x2}]
+    transcript.adapter.add_parts(transcript, prompt, parts)
+    out, again = reread(transcript)
+    changed = [n for n, (b, a) in enumerate(zip(raw_lines(data), raw_lines(out)), 1) if b != a]
+    assert changed == [3]
+    content = obj_of(raw_lines(out)[2])["message"]["content"]
+    assert content == [
+        {"type": "text", "text": "List the files and show me the logo"},
+        {"type": "text", "text": "<file path=\"a.txt\">hello</file>"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_2x2}}]
+    view = again.view()
+    first = [i for i in view.items if i.record.lineno == 3]
+    assert [(i.kind, i.prompt, i.turn) for i in first] == [(TEXT, True, 1), (TEXT, False, 1), (IMAGE, False, 1)]
+    assert first[2].image.nbytes == 68
+    # the same parts again: nothing changes
+    again.adapter.add_parts(again, first[0], parts)
+    assert dump(again) == out
+
+
+def test_add_parts_to_block_prompt():
+    _, transcript = load("compactions.jsonl")
+    prompt = [i for i in transcript.view().items if i.prompt][0]
+    transcript.adapter.add_parts(transcript, prompt, [{"type": "text", "text": "extra"}])
+    out, again = reread(transcript)
+    line = [r for r in again.records if (r.data or {}).get("uuid") == "u5"][0]
+    assert line.data["message"]["content"] == [
+        {"type": "text", "text": "Now fix the two failing files"}, {"type": "text", "text": "extra"}]
+    with pytest.raises(LookoutError):
+        again.adapter.add_parts(again, again.view().calls()["toolu_X"], [{"type": "text", "text": "x"}])
+
+
+# --- set_setup ------------------------------------------------------------------------------
+def test_set_setup_appends_replaces_and_removes():
+    data, transcript = load("parallel-images.jsonl")
+    adapter = transcript.adapter
+    adapter.set_setup(transcript, "memory", "- likes tabs")
+    out1, t1 = reread(transcript)
+    assert out1.startswith(data + b"\n") or out1.startswith(data)
+    new = raw_lines(out1)[len(raw_lines(data)):]
+    assert len(new) == 1
+    obj = obj_of(new[0])
+    assert obj["parentUuid"] == "s1"  # chained to the newest main-chain line
+    assert obj["isMeta"] is True and obj["lookoutSetup"] == "memory" and obj["type"] == "user"
+    assert obj["message"] == {"role": "user", "content": wrap_setup("- likes tabs")}
+    for key, value in (("sessionId", "S1"), ("cwd", "/w/app"), ("version", "2.1.150"),
+                       ("gitBranch", "main"), ("userType", "external"), ("isSidechain", False)):
+        assert obj[key] == value
+    assert obj["timestamp"].endswith("Z") and len(obj["timestamp"]) == 24
+    view = t1.view()
+    setup = [i for i in view.items if i.kind == SETUP]
+    assert [(i.setup, i.text) for i in setup] == [("memory", wrap_setup("- likes tabs"))]
+    chain_ok(out1)
+    # same text: nothing changes
+    t1.adapter.set_setup(t1, "memory", "- likes tabs")
+    assert dump(t1) == out1
+    # a new text replaces that line in place
+    t1.adapter.set_setup(t1, "memory", "- likes spaces")
+    out2, t2 = reread(t1)
+    assert len(raw_lines(out2)) == len(raw_lines(out1))
+    assert [i.text for i in t2.view().items if i.kind == SETUP] == [wrap_setup("- likes spaces")]
+    # a second key gets its own line
+    t2.adapter.set_setup(t2, "rules", "be brief")
+    out3, t3 = reread(t2)
+    assert [(i.setup, i.text) for i in t3.view().items if i.kind == SETUP] == [
+        ("memory", wrap_setup("- likes spaces")), ("rules", wrap_setup("be brief"))]
+    chain_ok(out3)
+    # None removes it and re-parents the line after it
+    t3.adapter.set_setup(t3, "memory", None)
+    out4, t4 = reread(t3)
+    chain_ok(out4)
+    assert [(i.setup) for i in t4.view().items if i.kind == SETUP] == ["rules"]
+    assert signature(t4.view())[:12] == signature(load("parallel-images.jsonl")[1].view())
+    t4.adapter.set_setup(t4, "rules", None)
+    assert dump(t4) == data  # back to the original bytes
+    t4.adapter.set_setup(t4, "rules", None)
+    assert dump(t4) == data
+
+
+def test_set_setup_on_subagent_file_stays_sidechain():
+    _, transcript = load(SUBAGENT_FILE)
+    transcript.adapter.set_setup(transcript, "memory", "note")
+    out, again = reread(transcript)
+    obj = obj_of(raw_lines(out)[-1])
+    assert obj["isSidechain"] is True and obj["agentId"] == "a0ad4f44468bdf20d"
+    assert obj["parentUuid"] == "catt1" and obj["sessionId"] == "agent-a0ad4f44468bdf20d"
+    assert again.view().items[-1].kind == SETUP
+
+
+# --- compact --------------------------------------------------------------------------------
+def read_list(data):
+    return list(read_records(io.BytesIO(data)))
+
+
+def signature_of(items):
+    return [(i.role, i.kind, i.text, i.call_id, i.tool, i.setup, i.prompt) for i in items]
+
+
+def _check_compaction(data, transcript, summary, keep_index, pre=12345, post=678):
+    """Compact, re-read, and check what every compaction must give; returns the pieces."""
+    adapter = transcript.adapter
+    view = transcript.view()
+    sidechain = bool(view.items and view.items[0].record.data.get("isSidechain"))
+    prompts = [i for i in view.items if i.prompt]
+    keep = prompts[keep_index] if keep_index is not None else None
+    # the kept part starts with keep_from's line (a pasted image before the prompt text stays)
+    tail = view.items[min(n for n, i in enumerate(view.items) if i.record is keep.record):] if keep else []
+    leaf = [r.data for r in transcript.records if r.data and r.data.get("type") in
+            ("user", "assistant", "system", "attachment") and "uuid" in r.data
+            and bool(r.data.get("isSidechain")) == sidechain][-1]
+    new = adapter.compact(transcript, summary, keep,
+                          {"trigger": "auto", "pre_tokens": pre, "post_tokens": post})
+    out, again = reread(transcript)
+    # every original line is still there, byte for byte and in order; the new ones follow
+    assert out.startswith(data)
+    before, after = read_list(data), read_list(out)
+    assert [r.body for r in after[: len(before)]] == [r.body for r in before]
+    assert len(after) == len(before) + len(new)
+    added = [obj_of(r.to_bytes()) for r in new]
+    boundary, summary_line = added[0], added[1]
+    assert boundary["type"] == "system" and boundary["subtype"] == "compact_boundary"
+    assert boundary["parentUuid"] is None and boundary["content"] == "Conversation compacted"
+    assert boundary["logicalParentUuid"] == leaf["uuid"]
+    assert boundary["level"] == "info" and boundary["isMeta"] is False
+    assert boundary["compactMetadata"] == {"trigger": "auto", "preTokens": pre, "postTokens": post}
+    assert summary_line["type"] == "user" and summary_line["parentUuid"] == boundary["uuid"]
+    assert summary_line["isCompactSummary"] is True and summary_line["isVisibleInTranscriptOnly"] is True
+    for obj in added:
+        for key in ("sessionId", "cwd", "version", "userType", "timestamp", "uuid"):
+            assert key in obj, key
+        assert obj["isSidechain"] is sidechain
+        assert obj["sessionId"] == leaf["sessionId"]
+    assert boundary["timestamp"].endswith("Z") and len(boundary["timestamp"]) == 24
+    chain_ok(out)
+    view2 = again.view()
+    assert view2.orphans() == []
+    first = view2.items[0]
+    if summary is None:
+        assert first.kind == NOTICE and first.text == TRUNCATION_NOTICE
+        assert SUMMARY not in kinds(view2)
+    else:
+        assert first.kind == SUMMARY and first.text == SUMMARY_PREFIX + summary
+        assert kinds(view2)[SUMMARY] == 1
+    # after the summary: the setup copied forward, then the kept tail word for word
+    n_setup = len(view2.items) - 1 - len(tail)
+    assert all(i.kind == SETUP for i in view2.items[1:1 + n_setup])
+    assert signature_of(view2.items[1 + n_setup:]) == signature_of(tail)
+    assert len(view2.compactions) == len(view.compactions) + 1
+    assert view2.compactions[-1].before == pre and view2.compactions[-1].after == post
+    # the copies' usage is not counted again
+    assert usage_sums(view2) == usage_sums(view)
+    # Claude Code's recoverOrphanedParallelToolResults stitches in every assistant line of the
+    # file that shares a message.id with the resumed chain: none may exist outside it
+    live = {id(i.record) for i in view2.items}
+    live_ids = {i.record.data["message"].get("id") for i in view2.items if i.role == "assistant"}
+    strays = [r.lineno for r in again.records if r.data and r.data.get("type") == "assistant"
+              and id(r) not in live and isinstance(r.data.get("message"), dict)
+              and r.data["message"].get("id") in live_ids - {None}]
+    assert strays == []
+    return out, again, boundary, added
+
+
+def test_compact_fixture_keeps_tail_setup_and_pairs():
+    data, transcript = load("compactions.jsonl")
+    out, again, boundary, added = _check_compaction(data, transcript, "Goal: migrate.", 0)
+    assert boundary["logicalParentUuid"] == "aF"  # the last chain line
+    # boundary, summary, the rules attachment copied from before the kept prompt, 9 tail lines
+    assert len(added) == 12
+    view = again.view()
+    assert [(i.kind, i.setup) for i in view.items[:3]] == [(SUMMARY, None), (SETUP, "rules"), (TEXT, None)]
+    assert view.items[2].prompt and view.items[2].text == "Now fix the two failing files"
+    # copies keep message ids, tool ids and toolUseResult; uuids are fresh
+    copies = added[2:]
+    assert len({c["uuid"] for c in copies}) == len(copies)
+    assert not {c["uuid"] for c in copies} & {r.data.get("uuid") for r in read_list(data) if r.data}
+    # a copied response gets its own message.id (the same for its split lines) and no usage,
+    # so Claude Code's sibling recovery cannot pull the originals back in
+    ids = [c["message"]["id"] for c in copies if c["type"] == "assistant"]
+    suffix = ids[0][len("msg_f"):]
+    assert suffix.startswith("_lookout") and ids == ["msg_f" + suffix, "msg_f" + suffix, "msg_g" + suffix]
+    for c in copies:
+        if c["type"] == "assistant":
+            usage = c["message"]["usage"]
+            assert [usage[k] for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                                       "cache_read_input_tokens")] == [0, 0, 0, 0]
+    assert [b["id"] for c in copies if c["type"] == "assistant" for b in c["message"]["content"]
+            if b["type"] == "tool_use"] == ["toolu_X", "toolu_Y"]
+    # every new line is newer than any line before (Claude Code resumes the newest leaf)
+    assert all(c["timestamp"] > "2026-02-01T09:21:10.000Z" for c in added)
+    # sourceToolAssistantUUID follows the copies
+    by_old = {c["uuid"]: c for c in copies}
+    for c in copies:
+        if "sourceToolAssistantUUID" in c:
+            assert c["sourceToolAssistantUUID"] in by_old
+    # the same compaction again changes nothing
+    prompt = [i for i in view.items if i.prompt][0]
+    assert again.adapter.compact(again, "Goal: migrate.", prompt, {"trigger": "auto"}) == []
+    assert dump(again) == out
+
+
+def test_compact_truncation_keeps_nothing():
+    data, transcript = load("compactions.jsonl")
+    out, again, boundary, added = _check_compaction(data, transcript, None, None)
+    view = again.view()
+    # the notice, then the two setup lines (rules and skills) copied forward
+    assert [(i.kind, i.setup) for i in view.items] == [(NOTICE, None), (SETUP, "rules"), (SETUP, "skills")]
+    assert view.orphans() == []
+
+
+def test_compact_twice_then_setup():
+    data, transcript = load("parallel-images.jsonl")
+    out, again, _, _ = _check_compaction(data, transcript, "first summary", 1)
+    view = again.view()
+    assert [i.kind for i in view.items] == [SUMMARY, IMAGE, TEXT, TEXT, TEXT]
+    # compacting the compacted transcript updates nothing earlier and lists both compactions
+    out2, again2, boundary2, _ = _check_compaction(out, again, "second summary", 0, pre=500, post=100)
+    view2 = again2.view()
+    assert [(c.before, c.after) for c in view2.compactions] == [(12345, 678), (500, 100)]
+    assert [i.text for i in view2.items if i.kind == SUMMARY] == [SUMMARY_PREFIX + "second summary"]
+    again2.adapter.set_setup(again2, "memory", "m")
+    out3, again3 = reread(again2)
+    assert again3.view().items[-1].kind == SETUP
+    chain_ok(out3)
+
+
+@pytest.mark.parametrize("name", [
+    "real/ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+    "real/claudecodelog-dag_compact_after_rewind.jsonl",
+    "crlf-no-final-newline.jsonl",
+])
+def test_compact_real_transcripts(name):
+    data, transcript = load(name)
+    prompts = [i for i in transcript.view().items if i.prompt]
+    out, again, boundary, added = _check_compaction(data, transcript, "S", len(prompts) - 1)
+    before = read_list(data)
+    after = read_list(out)
+    assert [r.body for r in after[: len(before)]] == [r.body for r in before]
+
+
+def test_compact_subagent_file():
+    data, transcript = load(SUBAGENT_FILE)
+    prompt = [i for i in transcript.view().items if i.prompt][0]
+    new = transcript.adapter.compact(transcript, "sub summary", prompt, {"trigger": "manual"})
+    out, again = reread(transcript)
+    assert all(obj_of(r.to_bytes())["isSidechain"] is True for r in new)
+    view = again.view()
+    assert view.items[0].kind == SUMMARY and [i.text for i in view.items[1:]] == [
+        "Search the repo for TODO comments", "Searching.", 'bash{"command":"grep -rn TODO"}',
+        "a.txt:1: TODO fix"]
+    assert view.compactions[0].trigger == "manual" and view.compactions[0].before == 0
+
+
+def test_compact_rejects_a_prompt_outside_the_live_chain():
+    _, transcript = load("compactions.jsonl")
+    old = [i for i in transcript.view().items if i.prompt][0]
+    transcript.adapter.compact(transcript, "x", old, {})
+    with pytest.raises(LookoutError):
+        transcript.adapter.compact(transcript, "y", old, {})
+
+
+def test_empty_and_metadata_only_transcripts():
+    adapter = Adapter()
+    assert adapter.view(Transcript([], adapter)).items == []
+    records = [Record(1, b'{"type":"summary","summary":"t","leafUuid":"x"}\n')]
+    transcript = Transcript(records, adapter)
+    assert transcript.view().items == [] and transcript.view().usages == []
+    with pytest.raises(LookoutError):
+        adapter.compact(transcript, "s", None, {})
+    with pytest.raises(LookoutError):
+        adapter.set_setup(transcript, "memory", "m")
+
+
+def test_image_sizes_are_decoded_sizes():
+    _, transcript = load("parallel-images.jsonl")
+    for item in transcript.view().items:
+        if item.kind == IMAGE:
+            assert item.image.nbytes == len(base64.b64decode(item.image.data))
+
+
+def test_compact_copies_each_setup_key_once():
+    data, transcript = load("compactions.jsonl")
+    adapter = transcript.adapter
+    adapter.set_setup(transcript, "memory", "old memory")  # now the leaf, so in the kept tail
+    prompt = [i for i in transcript.view().items if i.prompt][0]
+    adapter.compact(transcript, "s", prompt, {})
+    _, again = reread(transcript)
+    assert [(i.setup, i.text) for i in again.view().items if i.kind == SETUP] == [
+        ("rules", "Use tabs."), ("skills", "- pdf: read PDF files"), ("memory", wrap_setup("old memory"))]
+    # updating it afterwards edits the live copy, not the line before the boundary
+    again.adapter.set_setup(again, "memory", "new memory")
+    out, third = reread(again)
+    assert [i.text for i in third.view().items if i.setup == "memory"] == [wrap_setup("new memory")]
+    assert out.count(b"old memory") == 1
