@@ -46,7 +46,10 @@ the full pre-summary conversation are saved first; placeholders name the files, 
 `lookout restore` puts cleared output back. A second run with the same settings changes
 nothing. Config keys: compaction.auto, compaction.threshold_percent, compaction.prune,
 compaction.tail_turns, compaction.preserve_recent_tokens, compaction.reserved,
-compaction.model, compaction.summarizer, compaction.on_failure, max_tool_output_chars.
+compaction.model, compaction.summarizer, compaction.base_url, compaction.api_key_env,
+compaction.timeout, compaction.on_failure, compaction.summary_tokens (20,000),
+compaction.prune_protect_tokens (40,000), compaction.prune_minimum_tokens (20,000),
+max_tool_output_chars.
 
 \b
 Exit status: 0 compacted or nothing to do; 1 --check and something would change; 2 an
@@ -123,6 +126,13 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
         if now is None:
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
     threshold = run.setting("compaction.threshold_percent", threshold_percent)
+    if threshold is not None:
+        from lookout_cli.budget import parse_percent
+
+        try:
+            threshold = parse_percent(threshold)
+        except LookoutError as exc:
+            raise LookoutError(f"compaction.threshold_percent: {exc}") from None
     options = compactor.Options(
         force=force,
         stages=tuple(stages) or None,
@@ -131,7 +141,7 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
         auto=_bool(run, "compaction.auto", None, True),
         model=run.setting("model", model_name),
         budget=run.setting("budget", budget),
-        threshold_percent=float(threshold) if threshold is not None else None,
+        threshold_percent=threshold,
         reserved=run.setting("compaction.reserved", reserved),
         prune=_bool(run, "compaction.prune", prune, True),
         tail_turns=_int(run, "compaction.tail_turns", tail_turns, 2),

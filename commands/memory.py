@@ -29,7 +29,6 @@ from lookout_cli.memory_store import (
     check_note,
     check_secrets,
     format_time,
-    newest_first,
     note_key,
     now,
     parse_time,
@@ -199,6 +198,13 @@ def emit(text: str = "") -> None:
 {LIMITS_HELP}
 
 \b
+Settings (config file, or LOOKOUT_MEMORY_* variables):
+  memory.save_everywhere = "ask"   who may save to Everywhere: ask (an agent's
+                                   save needs you at a terminal), only-me (an
+                                   agent's save goes to the project), agents
+  memory.read_everywhere = true    false keeps Everywhere out of inject
+
+\b
 Examples:
   lookout memory save "The API tests need Docker running"
   lookout memory save -E "I prefer small pull requests"
@@ -358,7 +364,7 @@ def list_(author, search, sort, as_json, everywhere, project_dir, agent_name, al
             for m in shown:
                 emit(json.dumps(_as_dict(m, scope, m.id not in unsent), ensure_ascii=False))
             continue
-        emit(f"{scope.label} — {usage_of(mems).describe()} — {scope.path}")
+        emit(f"{scope.label}: {usage_of(mems).describe()} ({scope.path})")
         for m in shown:
             mark = "  (not sent)" if m.id in unsent else ""
             edited = f", edited by {m.edited_by}" if m.edited_by else ""
@@ -610,7 +616,7 @@ def forgotten(as_json, everywhere, project_dir, agent_name, all_scopes, **common
             for m in entries:
                 emit(json.dumps(_as_dict(m, scope), ensure_ascii=False))
             continue
-        emit(f"{scope.label} — forgotten, kept {FORGOTTEN_DAYS} days — {scope.path / '.forgotten'}")
+        emit(f"{scope.label}: forgotten, kept {FORGOTTEN_DAYS} days ({scope.path / '.forgotten'})")
         for m in entries:
             when = parse_time(m.forgotten) or current
             left = (when + dt.timedelta(days=FORGOTTEN_DAYS) - current).days
@@ -720,18 +726,30 @@ Examples:
 @click.option("--git", "as_git", is_flag=True, help="Make each scope folder a git repository, ready to push.")
 @click.option("--with-forgotten", is_flag=True, help="Include what is in Forgotten.")
 @scope_options(all_flag=True)
+@write_options
 @common_options
-def export(output, as_git, with_forgotten, everywhere, project_dir, agent_name, all_scopes, **common):
-    """Save memory folders to a .zip (or a folder): the scope in view, or --all."""
+def export(output, as_git, with_forgotten, everywhere, project_dir, agent_name, all_scopes, dry_run, check,
+           **common):
+    """Save memory folders to a .zip (or a folder): the scope in view, or --all.
+
+    The zip holds lookout-memory/manifest.json and one folder per scope (everywhere/,
+    projects/NAME/, agents/NAME/), each with MEMORY.md and its memory files, ready for
+    lookout memory import on another machine.
+    """
     from lookout_cli.memory_exchange import export_scopes
 
-    ctx = Ctx(**common)
+    ctx = Ctx(dry_run=dry_run, check=check, **common)
     scopes = ctx.all_scopes() if all_scopes else [ctx.scope(everywhere, project_dir, agent_name, create=False)]
     scopes = [s for s in scopes if s.exists()]
     if not scopes:
         raise LookoutError("no memories to export")
     if output is None:
         output = f"lookout-memory-{now().strftime('%Y%m%d-%H%M%S')}.zip"
+    if ctx.dry_run:
+        count = sum(len(s.memories()) for s in scopes)
+        ctx.done([f"export {count} memories from {len(scopes)} scope(s) to {output}"])
+        ctx.finish()
+        return
     result = export_scopes(scopes, Path(output), as_git=as_git, with_forgotten=with_forgotten)
     ctx.say(f"memory: exported {result['memories']} memories from {len(scopes)} scope(s) to {output}")
     emit(str(Path(output).resolve()))

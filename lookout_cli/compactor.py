@@ -3,9 +3,10 @@
 ``compact_transcript(transcript, options, store, summarizer)`` is what ``lookout compact`` and
 ``prepare-idle`` call. It measures the context as ``lookout measure`` does (``meter``), decides
 whether compaction is due (``budget``), then runs prune, clamp, summarize and shorten (or the
-stages asked for, or truncate when a summary fails and that was asked for), re-measuring after
-each. Cleared output goes to the saved-output store first (``clearing``); a compaction goes
-through the format's adapter, which records it as that format's own agent does.
+stages asked for, or truncate when a summary fails and that was asked for). Cleared output goes
+to the saved-output store first (``clearing``); a compaction goes through the format's adapter,
+which records it as that format's own agent does. ``prepare_summary`` writes the note a forced
+compaction would write without changing anything (for ``prepare-idle``).
 
 Safety, in order of importance:
 
@@ -289,14 +290,12 @@ class Compactor:
     possible (each distinct text is tokenized once: the counter remembers it)."""
 
     def __init__(self, transcript: Transcript, options: Options, store: SavedStore,
-                 summarizer: summarizers.Summarizer | None, prepared: PreparedSummary | None,
-                 say: Callable[[str], None] | None) -> None:
+                 summarizer: summarizers.Summarizer | None, prepared: PreparedSummary | None) -> None:
         self.transcript = transcript
         self.options = options
         self.store = store
         self.summarizer = summarizer or summarizers.Embedded()
         self.prepared = prepared
-        self.say = say or (lambda text: None)
         self.result = CompactResult()
         self.gauge: Gauge | None = None
         self.meter = None
@@ -739,8 +738,7 @@ def _split_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> plan.S
 
 def compact_transcript(transcript: Transcript, options: Options | None = None, store: SavedStore | None = None,
                        summarizer: summarizers.Summarizer | None = None, *,
-                       prepared: PreparedSummary | None = None,
-                       say: Callable[[str], None] | None = None) -> CompactResult:
+                       prepared: PreparedSummary | None = None) -> CompactResult:
     """Compact ``transcript`` in place (its records change; nothing is written to disk except
     the saved-output store). Raises ``LookoutError`` when it must refuse (a bad summary, a
     call left without its result) and then leaves the transcript as it was."""
@@ -749,7 +747,7 @@ def compact_transcript(transcript: Transcript, options: Options | None = None, s
 
         store = SavedStore(save_dir(), dry_run=bool(options and options.dry_run), command="compact",
                            transcript=transcript.source)
-    return Compactor(transcript, options or Options(), store, summarizer, prepared, say).run()
+    return Compactor(transcript, options or Options(), store, summarizer, prepared).run()
 
 
 def prepare_summary(transcript: Transcript, options: Options | None = None, store: SavedStore | None = None,
@@ -764,7 +762,7 @@ def prepare_summary(transcript: Transcript, options: Options | None = None, stor
         from lookout_cli.paths import save_dir
 
         store = SavedStore(save_dir(), dry_run=options.dry_run, command="prepare-idle", transcript=transcript.source)
-    result = Compactor(trial, forced, store, summarizer, None, None).run()
+    result = Compactor(trial, forced, store, summarizer, None).run()
     if result.summary is None:
         return None
     stage = next((s for s in result.stages if s.stage == "summarize" and s.ran), None)

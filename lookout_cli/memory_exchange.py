@@ -40,10 +40,8 @@ from lookout_cli.memory_store import (
     parse_list,
     parse_memory,
     render_list,
-    secret_error,
     slugify,
     split_front_matter,
-    unique_id,
 )
 
 EXPORT_ROOT = "lookout-memory"
@@ -378,8 +376,8 @@ def project_for_aliases(name: str, aliases: list[str], dry_run: bool) -> Scope:
     """The project memory an exported project belongs to here: the one sharing an alias with
     it, or a new one that a clone of the repository will find."""
     from lookout_cli.memory_project import (
-        _folder_name,
         Identity,
+        _folder_name,
         known_projects,
         project_scope_for,
         projects_dir,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from lookout_cli import secrets
 from lookout_cli.errors import LookoutError
 from lookout_cli.memory_store import (
     MAX_LIST_BYTES,
@@ -30,7 +31,6 @@ from lookout_cli.memory_store import (
     parse_time,
     secret_error,
 )
-from lookout_cli import secrets
 
 # --- words ------------------------------------------------------------------------------------
 STOPWORDS = frozenset(
@@ -178,7 +178,7 @@ def plan_tidy(txn: Transaction, today: dt.datetime, include_mine: bool = False) 
             forget(mem.id, reasons[0] or "stale")
             continue
         if any(reasons):
-            kept = " ".join(s for s, r in zip(parts, reasons) if not r)
+            kept = " ".join(s for s, r in zip(parts, reasons, strict=True) if not r)
             if len(kept) >= 3:
                 new = replace(mem, note=normalize_note(kept), extra=dict(mem.extra), edited_by="lookout")
                 txn.replace_memory(mem.id, new, by="lookout", reason="rewritten without task status by tidy")
@@ -238,7 +238,7 @@ def _new_value_of(old: str, new: str) -> bool:
     a, b = words(old), words(new)
     if len(a) != len(b) or len(a) < 3 or a == b:
         return False
-    diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
     if len(diff) != 1:
         return False
     i = diff[0]
@@ -280,7 +280,7 @@ def _merge_pass(txn: Transaction, plan: TidyPlan, threshold: float, mine: Callab
             if score >= threshold or (subset and min(len(cw[a.id]), len(cw[b.id])) >= 3 and threshold >= 0.7):
                 pairs.append((1.0 if subset else score, a.id, b.id))
     pairs.sort(key=lambda t: (-t[0], t[1], t[2]))
-    for score, a_id, b_id in pairs:
+    for _score, a_id, b_id in pairs:
         if stop_at is not None and len(txn.memories) <= stop_at:
             return
         if a_id not in txn.memories or b_id not in txn.memories:
@@ -383,8 +383,11 @@ class LearnResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def prompt_key(session: str | None, timestamp: str | None, text: str) -> str:
-    return hashlib.sha256(f"{session or ''}\x00{timestamp or ''}\x00{text}".encode()).hexdigest()[:24]
+def prompt_key(session: str | None, timestamp: str | None, text: str, occurrence: int = 0) -> str:
+    """Which prompt this is: its chat, time and text, and how many identical prompts came
+    before it (formats without timestamps repeat a text only by typing it again)."""
+    raw = f"{session or ''}\x00{timestamp or ''}\x00{text}\x00{occurrence}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
 class Ledger:
@@ -435,8 +438,12 @@ def learn_from_prompts(view, scope_for: Callable[[str], Scope], source: str | No
     wanted: dict[str, list[tuple[str, Memory, str]]] = {}  # scope kind -> (key, memory, where)
     scopes: dict[str, Scope] = {}
     finished_keys: list[str] = []
+    seen: dict[tuple, int] = {}
     for item in prompts_of(view):
-        key = prompt_key(view.session_id, item.timestamp, item.text)
+        ident = (item.timestamp, item.text)
+        occurrence = seen.get(ident, 0)
+        seen[ident] = occurrence + 1
+        key = prompt_key(view.session_id or source, item.timestamp, item.text, occurrence)
         if key in done:
             continue
         found = notes_in(item.text)
@@ -466,6 +473,8 @@ def learn_from_prompts(view, scope_for: Callable[[str], Scope], source: str | No
             result.warnings.append(f"not saved: {exc}")
             full_keys.update(k for k, _, _ in items)
             continue
+        if kind != "everywhere":
+            auto_tidy(scope, result, dry_run)  # make room first when the scope is crowded
         with scope.transaction(dry_run=dry_run, actor="learn") as txn:
             for key, mem, lineno in items:
                 existing = txn.find_note(mem.note)
@@ -484,3 +493,35 @@ def learn_from_prompts(view, scope_for: Callable[[str], Scope], source: str | No
     if not dry_run:
         ledger.add([k for k in finished_keys if k not in full_keys])
     return result
+
+
+TIDY_EVERY = dt.timedelta(hours=6)
+
+
+def crowded(scope: Scope) -> bool:
+    usage = scope.usage()
+    return usage.memories >= MAX_MEMORIES - TIDY_NEAR or usage.list_bytes >= MAX_LIST_BYTES * 0.9
+
+
+def auto_tidy(scope: Scope, result: LearnResult, dry_run: bool) -> None:
+    """Learning also tidies a crowded project or agent memory, at most every 6 hours (never
+    Everywhere, never a memory you wrote)."""
+    from lookout_cli.memory_store import now
+
+    if not scope.exists() or not crowded(scope):
+        return
+    stamp_path = scope.path / ".tidied"
+    try:
+        last = parse_time(stamp_path.read_text(encoding="utf-8"))
+    except OSError:
+        last = None
+    current = now()
+    if last is not None and current - last < TIDY_EVERY:
+        return
+    with scope.transaction(dry_run=dry_run, actor="tidy") as txn:
+        plan_tidy(txn, today=current, include_mine=False)
+    result.lines += [f"tidy: {line}" for line in txn.log]
+    if not dry_run:
+        from lookout_cli.fsutil import atomic_write
+
+        atomic_write(stamp_path, format_time(current).encode())

@@ -217,11 +217,8 @@ def test_from_summary_file_and_a_prepared_summary(tmp_path, monkeypatch):
     ready = compactor.prepare_summary(transcript, compactor.Options(), store)
     assert ready is not None and ready.keep_from_line
     assert dump(transcript) == data  # preparing changes nothing
-    try:
-        prepared_store.save(store, transcript, ready.text.replace("## Goal", "## Goal\nPrepared while idle."),
-                            None, ready.keep_from_line)
-    except TypeError as exc:  # prepared.save passes kind= twice to SavedStore.put (reported to the lead)
-        pytest.xfail(f"prepared.save is broken: {exc}")
+    prepared_store.save(store, transcript, ready.text.replace("## Goal", "## Goal\nPrepared while idle."),
+                        None, ready.keep_from_line)
     code, out, err = lookout("compact", "--force", str(src))
     assert code == 0, err
     assert "started from the summary prepared while idle" in err
@@ -353,3 +350,25 @@ def test_every_real_transcript_survives_a_forced_compaction(path, tmp_path, monk
         assert used(out, "100k") < 100_000
     code, restored, _ = lookout("restore", "-", data=out)
     assert restored.startswith(data) or restored == data
+
+
+def test_each_text_is_tokenized_at_most_once(tmp_path, monkeypatch):
+    """Across every stage and every measurement, a distinct text goes through the tokenizer
+    once (the counter remembers counts by content)."""
+    from lookout_cli import tokens
+
+    monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / "saved"))
+    seen: list[str] = []
+    real = tokens.count
+
+    def counting(text, encoding=tokens.DEFAULT_ENCODING):
+        seen.append(text)
+        return real(text, encoding)
+
+    monkeypatch.setattr(tokens, "count", counting)
+    transcript = parse(session("claude-code", turns=16))
+    result = compactor.compact_transcript(transcript, compactor.Options(force=True, budget="60k",
+                                                                        max_tool_output_chars=5000))
+    assert result.changed and [s.stage for s in result.stages if s.ran] == ["prune", "clamp", "summarize"]
+    assert len(seen) == len(set(seen)) == result.counted
+    assert result.reused > 0

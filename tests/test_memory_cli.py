@@ -9,7 +9,6 @@ import zipfile
 
 import click
 import pytest
-
 from conftest import run_lookout
 from lookout_cli.commands.memory import memory
 

@@ -3,22 +3,23 @@ writing anything) and sync (two machines through a shared folder)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
 import stat
 import string
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
+from test_memory_support import git, listed, make_data, make_repo, notes, ok, run
 
-from test_memory_support import data, git, listed, make_repo, notes, ok, run  # noqa: F401 (fixture)
+from lookout_cli.memory_exchange import Precondition, _remote_put, sha256_bytes
 
-from lookout_cli.memory_exchange import _remote_put, Precondition, sha256_bytes
 
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    return make_data(tmp_path, monkeypatch)
 
 def fake_token() -> str:
     r = random.Random(3)
@@ -360,3 +361,16 @@ def test_remote_writes_check_the_content_hash_first(tmp_path):
     _remote_put(tmp_path / "new.md", b"x", expected=None)
     _remote_put(path, None, expected=sha256_bytes(b"two"))
     assert not path.exists()
+
+
+def test_export_dry_run_writes_nothing_and_a_folder_export_imports(data, tmp_path, monkeypatch):
+    ok("save", "-E", "I prefer small pull requests")
+    out = tmp_path / "x.zip"
+    assert "would export 1 memories" in ok("export", "-E", "--dry-run", "-o", str(out)).stderr
+    assert run("export", "-E", "--check", "-o", str(out)).exit_code == 1
+    assert not out.exists()
+    folder = tmp_path / "exported"
+    ok("export", "-E", "-o", str(folder))
+    monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "fresh"))
+    ok("import", "-E", str(folder))
+    assert notes("-E") == ["I prefer small pull requests"]

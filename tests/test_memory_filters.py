@@ -8,15 +8,19 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED_TRANSCRIPTS, run_lookout
-from test_memory_support import BUILDERS, data, listed, notes, ok  # noqa: F401 (fixture)
+from test_memory_support import BUILDERS, make_data
 
 from lookout_cli.formats import Transcript, detect
 from lookout_cli.jsonl import read_records
 from lookout_cli.memory_project import everywhere_scope, resolve_project
 from lookout_cli.memory_store import MAX_LIST_BYTES, Memory
 from lookout_cli.view import SETUP
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    return make_data(tmp_path, monkeypatch)
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = [

@@ -7,11 +7,14 @@ import json
 import shutil
 
 import pytest
-
-from test_memory_support import data, git, make_repo, notes, ok, run  # noqa: F401 (fixture)
+from test_memory_support import git, make_data, make_repo, notes, ok
 
 from lookout_cli.memory_project import identify, known_projects, normalize_remote, resolve_project
 
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    return make_data(tmp_path, monkeypatch)
 
 def test_clone_worktree_shallow_clone_and_moved_folder_share_one_memory(data, tmp_path):
     origin = make_repo(tmp_path / "origin")

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from test_memory_support import data, listed, notes, ok, run  # noqa: F401 (fixture)
+from test_memory_support import listed, make_data, notes, ok, run
 
 from lookout_cli.memory_project import everywhere_scope, resolve_project
 from lookout_cli.memory_store import (
@@ -22,6 +21,10 @@ from lookout_cli.memory_store import (
     usage_of,
 )
 
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    return make_data(tmp_path, monkeypatch)
 
 def project_scope():
     return resolve_project(None).scope

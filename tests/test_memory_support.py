@@ -8,9 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
-
 from lookout_cli.commands.memory import memory
 
 GIT_ENV = {
@@ -60,9 +58,9 @@ def notes(*scope: str) -> list[str]:
     return [m["note"] for m in listed(*scope)]
 
 
-@pytest.fixture
-def data(tmp_path, monkeypatch) -> Path:
-    """A fresh lookout data folder, the working folder outside any repository."""
+def make_data(tmp_path, monkeypatch) -> Path:
+    """A fresh lookout data folder, the working folder outside any repository (each test
+    module wraps this in its own ``data`` fixture)."""
     folder = tmp_path / "data"
     monkeypatch.setenv("LOOKOUT_DATA_DIR", str(folder))
     monkeypatch.setenv("LOOKOUT_NO_CONFIG", "1")

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 
-from test_memory_support import data, listed, notes, ok  # noqa: F401 (fixture)
+import pytest
+from test_memory_support import listed, make_data, notes, ok
 
 from lookout_cli.memory_project import resolve_project
-from lookout_cli.memory_store import MAX_MEMORIES, TIDY_TARGET, Memory
+from lookout_cli.memory_store import TIDY_TARGET, Memory
 from lookout_cli.memory_tidy import dates_in, notes_in, remembered_in, sentences, stale_reason
 
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    return make_data(tmp_path, monkeypatch)
 
 def learned(*texts: str) -> None:
     for text in texts:
@@ -161,3 +166,37 @@ def test_learning_rules():
     assert remembered_in("I can't remember that command") == []
     assert remembered_in("remember when we used yarn") == []
     assert remembered_in("Remember to run the tests") == []
+
+
+def test_learning_tidies_a_crowded_project_at_most_every_6_hours(data, monkeypatch, tmp_path):
+    import io
+
+    from test_memory_support import openai
+
+    from lookout_cli.formats import Transcript, detect
+    from lookout_cli.jsonl import read_records
+    from lookout_cli.memory_tidy import learn_from_prompts
+
+    monkeypatch.setenv("LOOKOUT_NOW", "2026-05-10T12:00:00Z")
+    scope = resolve_project(None).scope
+    with scope.transaction() as txn:
+        for i in range(185):
+            txn.add(Memory(id="", note=f"Service s{i} on port {2000 + i}", author="learned"), check=False)
+        for i in range(5):
+            txn.add(Memory(id="", note=f"TODO: rerun job {i}", author="learned"), check=False)
+
+    def learn(prompts):
+        records = list(read_records(io.BytesIO(openai(prompts))))
+        view = Transcript(records, detect(records)).view()
+        return learn_from_prompts(view, lambda kind: scope, source=None)
+
+    result = learn(["# Deploys go through ArgoCD"])
+    assert any(line.startswith("tidy: forget") for line in result.lines)
+    assert scope.usage().memories == 186
+    with scope.transaction() as txn:
+        for i in range(5, 10):
+            txn.add(Memory(id="", note=f"TODO: rerun job {i}", author="learned"), check=False)
+    monkeypatch.setenv("LOOKOUT_NOW", "2026-05-10T17:00:00Z")
+    assert not any(line.startswith("tidy:") for line in learn(["# Second note for now"]).lines)
+    monkeypatch.setenv("LOOKOUT_NOW", "2026-05-10T18:00:01Z")
+    assert any(line.startswith("tidy:") for line in learn(["# Third note for now"]).lines)
