@@ -118,6 +118,8 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         except OSError as exc:
             raise LookoutError(f"--plot: {plot_path}: {exc.strerror or exc}") from None
     params = click.get_current_context().params
+    if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
+        run.finish(transcript)  # the transcript still goes where -o / -i send it
     if json_out:
         _stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         run.write_report(report)

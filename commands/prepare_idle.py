@@ -25,19 +25,20 @@ Examples:
   lookout prepare-idle --mode compact -i session.jsonl  # compact in the window instead
   lookout prepare-idle --on-ping ~/bin/keep-warm --on-prepare 'notify-send "summary ready"' s.jsonl
   lookout prepare-idle s.jsonl > /dev/null; lookout compact --force -i s.jsonl  # back after expiry
+  lookout prepare-idle < chat.jsonl | lookout measure --report-only   # the plan, then the meter
 
 \b
-From cron, every minute (cron's one-minute step needs a wider window than the defaults):
-  * * * * *  find ~/.claude/projects -name '*.jsonl' -mmin -70 -exec lookout prepare-idle -q
-             --lead 150 --ping-margin 90 {} ';' > /dev/null
+From cron, every minute, for the chats active in the last 70 minutes (one line in crontab -e;
+cron's one-minute step needs wider windows than the defaults of 60 and 30 seconds):
+  * * * * * find ~/.claude/projects -name '*.jsonl' -mmin -70 -exec lookout prepare-idle -q --lead 150 --ping-margin 90 {} ';' >/dev/null
 
 \b
-From a systemd user timer, every 20 seconds:
+From a systemd user timer every 20 seconds, keeping caches warm through a script of yours
+(keep-warm reads can run for hours on the 1-hour tier, hence -mmin -1200):
   # ~/.config/systemd/user/lookout-idle.service
   [Service]
   Type=oneshot
-  ExecStart=/bin/sh -c 'find %h/.claude/projects -name "*.jsonl" -mmin -70 -exec
-            lookout prepare-idle -q --on-ping %h/bin/keep-warm {} ";" > /dev/null'
+  ExecStart=/bin/sh -c 'find %h/.claude/projects -name "*.jsonl" -mmin -1200 -exec lookout prepare-idle -q --on-ping %h/bin/keep-warm {} ";" >/dev/null'
   # ~/.config/systemd/user/lookout-idle.timer
   [Timer]
   OnBootSec=1min
@@ -54,8 +55,8 @@ after its last response (the tier its cache writes used, else idle.cache_ttl, el
 model's, else 5 minutes), or until the provider's daily reset (idle.daily_resets) if that
 comes first. The summary is written in the last --lead seconds before then (prepare mode:
 kept aside, and `lookout compact` starts from it if you come back after expiry; compact
-mode: the transcript is compacted, as `lookout compact --force` would). If the chat moved
-on since a summary was prepared, the summary is dropped.
+mode: the transcript is compacted, as `lookout compact --force` would, then or at the first
+run after expiry). If the chat moved on since a summary was prepared, it is dropped.
 
 \b
 Keep-warm reads: a read costs 0.1x the input price, sending the chat again cold costs the
@@ -66,8 +67,8 @@ before expiry), once a run, with the plan JSON on standard input and LOOKOUT_TRA
 LOOKOUT_SESSION, LOOKOUT_CHAT_MODEL, LOOKOUT_TIER, LOOKOUT_TOKENS, LOOKOUT_EXPIRES,
 LOOKOUT_NOW, LOOKOUT_READS_LEFT, LOOKOUT_PING_COST and LOOKOUT_COLD_COST set; lookout
 records the read, and the summary waits until no read is left. --on-prepare CMD runs after a
-summary is prepared (or the chat compacted), with the summary file as $1 and in
-LOOKOUT_SUMMARY_FILE. Hooks run through sh; --dry-run and --check only report them.
+summary is prepared (or the chat compacted), with the summary file as its last argument
+and in LOOKOUT_SUMMARY_FILE. Hooks run through sh; --dry-run and --check only report them.
 
 \b
 Reads the whole transcript (the summary needs every turn); the transcript passes through
@@ -127,8 +128,8 @@ def prepare_idle(run: Run, mode, now_text, cache_ttl, daily_resets, min_tokens, 
     and shortly before then writes a summary through compact's summarizers. In prepare mode
     (the default) the summary is kept aside and the transcript passes through unchanged;
     `lookout compact` starts from it if you come back after the cache ran out, and it is
-    dropped if the chat moved on sooner. In compact mode the chat is compacted in that window;
-    off passes it through. It plans keep-warm reads (how many cost less than sending the chat
+    dropped if the chat moved on sooner. In compact mode the chat is compacted in that window
+    (or, if it was missed, once the cache has run out); off passes it through. It plans keep-warm reads (how many cost less than sending the chat
     again, never across a daily reset) and reports the cost of coming back cold; --on-ping and
     --on-prepare let a scheduler or agent wrapper act on the plan.
     """
@@ -569,7 +570,8 @@ class _Idle:
         self.say(f"  {when} {_clock(stamp)}; the cache {out}")
         if p.state in ("waiting", "prepare"):
             if p.pings:
-                self.say(f"  keep warm: {p.max_pings} reads cost less than one cold resend; {len(p.pings)} planned "
+                hook = "" if self.settings.on_ping else " (made through --on-ping)"
+                self.say(f"  keep warm{hook}: {p.max_pings} reads cost less than one cold resend; {len(p.pings)} planned "
                          f"({_clock(p.pings[0])}" + (f" … {_clock(p.pings[-1])}" if len(p.pings) > 1 else "")
                          + f"), warm until {_clock(p.warm_until)}"
                          + (f", ${p.keep_warm_cost:.4f} in all" if p.keep_warm_cost is not None else ""))
@@ -621,7 +623,8 @@ class _Idle:
                              option=orjson.OPT_INDENT_2) + b"\n"
         env = {**os.environ, **self._env(name, summary)}
         try:
-            proc = subprocess.Popen(["/bin/sh", "-c", command, f"lookout-{name}", *args], stdin=subprocess.PIPE,
+            shell = command + ' "$@"' if args else command  # as git runs "!" aliases: args follow CMD
+            proc = subprocess.Popen(["/bin/sh", "-c", shell, f"lookout-{name}", *args], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         except OSError as exc:
             return self._hook_failed(entry, name, f"could not start it: {exc.strerror or exc}")

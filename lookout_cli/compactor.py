@@ -518,10 +518,9 @@ class Compactor:
         return plan.CacheCost(warm=not warm.expired, write=write, read=read)
 
     # --- 2. clamp ---------------------------------------------------------------------------
-    def clamp(self, s: plan.Settings, report: StageReport | None = None) -> None:
-        report = report or StageReport("clamp")
-        if report not in self.result.stages:
-            self.result.stages.append(report)
+    def clamp(self, s: plan.Settings) -> None:
+        report = StageReport("clamp")
+        self.result.stages.append(report)
         for c in plan.plan_clamp(self.view.items, self.tokens, s):
             self.cut(c.index, c.head, c.tail, report, reason=c.reason)
         if report.items:
@@ -542,9 +541,6 @@ class Compactor:
                 self.truncate(s, f"the summary failed: {exc}", keep=self.planned_keep)
                 return
             raise LookoutError(f"compact: {exc}; the transcript was left as it was") from None
-        clamped = next((st for st in self.result.stages if st.stage == "clamp" and st.ran), None)
-        if clamped is not None and self.result.stages[-1].ran:
-            self.clamp(s, clamped)  # some formats copy the kept turns: clamp the copies too
 
     def summarize(self, s: plan.Settings) -> None:
         report = StageReport("summarize")

@@ -6,6 +6,11 @@ input price, reading it 0.1x. So a short read that keeps the chat cached costs
 ``read/write`` of sending the chat again cold: at most ``write/read`` reads (12 for the
 5-minute tier, 19 for the 1-hour tier, since 20 would only break even) are worth making, and
 none across a provider's daily reset, which empties the cache however recently it was read.
+
+A keep-warm read refreshes the cache like a response does: ``plan(..., reads=[...])`` starts the
+timeline from the latest read made in time and plans only the reads still worth making. While a
+read is planned before the cache runs out, the summary waits; it is written ``lead`` before the
+expiry that no read follows (``last_window``, ``summary_at``).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from pathlib import Path
 import orjson
 
 from lookout_cli.fsutil import atomic_write
+from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
 MARKER_RE = re.compile(rb"lookout-restore:([0-9a-f]{64})")
@@ -124,14 +125,43 @@ def placeholder(what: str, content: Saved, restore: Saved | None, *, tokens: int
     return text + "]"
 
 
+def _parse(raw: bytes):
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            return loads_exact(raw)
+        except ValueError:
+            return None
+
+
+def same_record(current: bytes, original: bytes) -> bool:
+    """Whether ``current`` is ``original`` changed in place, not a copy of it written elsewhere
+    (a compaction copies kept lines, placeholders and all, under a new uuid or record type):
+    every top-level plain value that holds no marker must be the original's."""
+    now, then = _parse(current), _parse(original)
+    if not isinstance(now, dict) or not isinstance(then, dict):
+        return True
+    for key, value in now.items():
+        if isinstance(value, (dict, list)) or (isinstance(value, str) and MARKER in value):
+            continue
+        if key in then and then[key] != value:
+            return False
+    return True
+
+
 def restore_lines(store: SavedStore, raw: bytes, depth: int = 16) -> list[bytes]:
     """The lines a line stood for before lookout changed it, following nested restores. A line
-    whose marker names nothing in the store stays as it is."""
+    whose marker names nothing in the store, or that is a copy of the changed line rather than
+    the line itself, stays as it is."""
     match = MARKER_RE.search(raw)
     original = store.get(match.group(1).decode()) if match and depth > 0 else None
     if original is None:
         return [raw]
+    lines = original.splitlines(keepends=True)
+    if len(lines) == 1 and not same_record(raw, lines[0]):
+        return [raw]
     restored: list[bytes] = []
-    for line in original.splitlines(keepends=True):
+    for line in lines:
         restored.extend(restore_lines(store, line, depth - 1))
     return restored

@@ -5,7 +5,6 @@ run changes nothing, and ``--dry-run`` writes nothing."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
@@ -71,6 +70,8 @@ def test_each_stage_alone_and_all_in_sequence(fmt, stage, tmp_path, monkeypatch)
     assert ran == ([stage] if stage != "all" else ran) and ran
     check_pairs_and_tail(data, out)
     assert used(out, "60k") < used(data, "60k")
+    if stage == "all":
+        assert used(out, "60k") < 60_000  # under N, as measure counts it
 
     # a second run with the same settings changes nothing
     mid = tmp_path / "out.jsonl"
@@ -302,8 +303,9 @@ def test_real_transcripts_each_stage(path, stage, tmp_path, monkeypatch):
             assert measured == after  # as measure counts it
         else:
             # cleared in place: measure calibrates against the provider's last count, which
-            # predates the clearing; compact counts the cleared parts at their original size
-            assert after <= measured <= before
+            # predates the clearing, so it shows less of the gain; compact counts the cleared
+            # parts at their original size when it calibrates
+            assert after <= measured
     mid = tmp_path / "out.jsonl"
     mid.write_bytes(out)
     code, again, err = lookout("compact", *args, str(mid))

@@ -168,3 +168,17 @@ def test_hook_event_names_the_transcript(tmp_path):
     assert result.returncode == 0 and result.stdout == b'{"a":1}\n'
     bad = run_lookout("restore", "--from-hook", input=b"{}")
     assert bad.returncode == 2 and b"transcript_path" in bad.stderr
+
+
+def test_restore_leaves_copies_of_a_changed_line_alone(tmp_path):
+    """A compaction copies kept lines (placeholders included) under a new uuid or type;
+    restoring such a copy would duplicate the original and break the chain."""
+    store = SavedStore(tmp_path / "s")
+    original = b'{"type":"user","uuid":"u1","message":{"content":"big output"}}\n'
+    saved = store.put(original, "record")
+    in_place = f'{{"type":"user","uuid":"u1","message":{{"content":"[cleared {MARKER}{saved.sha256}]"}}}}\n'.encode()
+    copy = in_place.replace(b'"u1"', b'"u9"')
+    wrapped = (b'{"type":"compacted","payload":{"replacement_history":[' + in_place.strip() + b"]}}\n")
+    assert restore_lines(store, in_place) == [original]
+    assert restore_lines(store, copy) == [copy]
+    assert restore_lines(store, wrapped) == [wrapped]

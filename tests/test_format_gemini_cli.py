@@ -42,7 +42,11 @@ def test_real_v040_view():
     view = gemini(REAL).view()
     assert kinds(view) == {TEXT: 2, TOOL_CALL: 1, TOOL_RESULT: 1}
     assert [(i.kind, i.message, i.turn) for i in view.items] == [
-        (TEXT, 0, 1), (TOOL_CALL, 1, 1), (TOOL_RESULT, 2, 1), (TEXT, 3, 1)]
+        (TEXT, 0, 1),
+        (TOOL_CALL, 1, 1),
+        (TOOL_RESULT, 2, 1),
+        (TEXT, 3, 1),
+    ]
     call, result = view.items[1], view.items[2]
     assert call.call_id == result.call_id == "run_shell_command_stage0"
     assert call.text == 'run_shell_command{"command":"ls -F","description":"List files in the current directory."}'
@@ -76,7 +80,11 @@ def test_handmade_view_hand_counts():
     thinking = [i.text for i in view.items if i.kind == THINKING]
     assert thinking == ["Planning\nI will list the files.", "Reading it first."]
     assert [i.text for i in view.items if i.kind == TEXT] == [
-        "List the files and show logo.png", "Here are the files.", "Summarize README caf\u00e9 \ud800", "README says hi."]
+        "List the files and show logo.png",
+        "Here are the files.",
+        "Summarize README caf\u00e9 \ud800",
+        "README says hi.",
+    ]
     assert view.session_id == "gem-1" and view.model == "gemini-2.5-flash"
     assert view.last_timestamp == "2026-05-01T10:00:13.000Z"
 
@@ -99,12 +107,14 @@ def test_rewind_to_an_unknown_id_clears_everything():
 def test_set_messages_replaces_the_list():
     data = read_bytes(HANDMADE) + (
         b'{"$set":{"messages":[{"id":"u1","type":"user","content":"compressed history"},'
-        b'{"id":"g9","type":"gemini","content":"ok"}]}}\n{"id":"u10","type":"user","content":"next"}\n')
+        b'{"id":"g9","type":"gemini","content":"ok"}]}}\n{"id":"u10","type":"user","content":"next"}\n'
+    )
     view = gemini(data).view()
     assert [(i.text, i.path) for i in view.items] == [
         ("compressed history", ("$set", "messages", 0, "content")),
         ("ok", ("$set", "messages", 1, "content")),
-        ("next", ("content",))]
+        ("next", ("content",)),
+    ]
 
 
 def test_crlf_and_round_trip():

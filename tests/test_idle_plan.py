@@ -64,3 +64,44 @@ def test_pings_are_spaced_and_never_cross_a_daily_reset():
 def test_next_reset_wraps_to_the_next_day():
     assert next_reset(T0, ["09:00"]) == T0 + dt.timedelta(hours=23)
     assert next_reset(T0, ["09:00", "12:00"]) == T0 + dt.timedelta(hours=2)
+
+
+def test_one_hour_reads_by_hand():
+    p = plan(150_000, T0, T0 + dt.timedelta(minutes=1), "1h", SONNET)
+    assert len(p.pings) == 19
+    assert p.pings[0] == T0 + dt.timedelta(minutes=59, seconds=30)
+    assert p.pings[-1] == T0 + 19 * dt.timedelta(minutes=59, seconds=30)
+    assert p.keep_warm_cost == pytest.approx(19 * 0.15 * 0.30)  # 19 reads at $0.045 < one $0.90 resend
+    assert p.keep_warm_cost < p.cold_cost
+
+
+def test_a_read_refreshes_the_cache_and_spends_one_of_the_reads():
+    read = T0 + dt.timedelta(minutes=4, seconds=30)
+    p = plan(150_000, T0, T0 + dt.timedelta(minutes=5), "5m", reads=[read])
+    assert p.refreshed == read and p.expires == read + dt.timedelta(minutes=5)
+    assert p.state == "waiting" and p.reads_made == 1 and p.reads_left == 11 and len(p.pings) == 11
+    assert p.pings[0] == read + dt.timedelta(minutes=4, seconds=30)
+    # a "read" made after the cache had run out kept nothing warm
+    late = plan(150_000, T0, T0 + dt.timedelta(minutes=7), "5m", reads=[T0 + dt.timedelta(minutes=6)])
+    assert late.reads_made == 0 and late.expires == T0 + dt.timedelta(minutes=5) and late.state == "expired"
+
+
+def test_when_a_read_is_due_and_when_the_summary_takes_over():
+    before = plan(150_000, T0, T0 + dt.timedelta(minutes=4, seconds=10), "5m")
+    assert before.state == "prepare" and not before.ping_due and not before.last_window
+    due = plan(150_000, T0, T0 + dt.timedelta(minutes=4, seconds=31), "5m")
+    assert due.ping_due
+    spent = plan(150_000, T0, T0 + dt.timedelta(minutes=4, seconds=31), "5m",
+                 reads=[T0 + dt.timedelta(minutes=1)] * 12)
+    assert spent.reads_left == 0 and spent.last_window and not spent.ping_due
+    # with every read made, the summary is written a lead before the cache finally runs out
+    assert before.summary_at == before.warm_until - dt.timedelta(seconds=60)
+
+
+def test_reset_times_are_checked():
+    from lookout_cli.idle_plan import parse_reset
+
+    assert parse_reset("07:30") == (7, 30)
+    for bad in ("7", "24:00", "07:60", "7:5", "noon"):
+        with pytest.raises(ValueError):
+            parse_reset(bad)

@@ -468,3 +468,11 @@ def test_report_only_goes_to_stdout_not_stderr():
     assert "1,051 of 200,000 tokens (exact+estimated)" in text
     assert "Input 2 · Cache write 0 · Cache read 1,045 = 1,047" in text
     assert "inferred" in text and "/w/a.py: read 2×" in text
+
+
+def test_json_with_output_file_writes_the_transcript_there(tmp_path):
+    out = tmp_path / "next.jsonl"
+    result = run_lookout("measure", "--json", "-o", str(out), str(CLAUDE_SMALL))
+    assert result.returncode == 0
+    assert out.read_bytes() == CLAUDE_SMALL.read_bytes()
+    assert orjson.loads(result.stdout)["used"]["provider"] == 1050

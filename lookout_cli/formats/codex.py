@@ -450,13 +450,25 @@ class Adapter(formats.Adapter):
         if scan.meta_setup is not None:
             record, path, text = scan.meta_setup
             builder.add(
-                Item("system", SETUP, text, record, path=path, setup="system", timestamp=_valid_ts(record.data.get("timestamp"))),
+                Item(
+                    "system",
+                    SETUP,
+                    text,
+                    record,
+                    path=path,
+                    setup="system",
+                    timestamp=_valid_ts(record.data.get("timestamp")),
+                ),
                 assistant=False,
             )
         tools = {}
         for entry in scan.entries:
             call_id, kind = entry.payload.get("call_id"), entry.payload.get("type")
-            if isinstance(call_id, str) and isinstance(kind, str) and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call")):
+            if (
+                isinstance(call_id, str)
+                and isinstance(kind, str)
+                and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call"))
+            ):
                 tools[call_id] = _call_name(entry.payload)
         for entry in scan.entries:
             builder.entry(entry, tools)
@@ -558,7 +570,9 @@ class Adapter(formats.Adapter):
             if part.get("type") == "text":
                 new.append({"type": "input_text", "text": part["text"]})
             elif part.get("type") == "image":
-                new.append({"type": "input_image", "image_url": data_url(part.get("media_type") or "image/png", part["data"])})
+                new.append(
+                    {"type": "input_image", "image_url": data_url(part.get("media_type") or "image/png", part["data"])}
+                )
             else:
                 raise LookoutError(f"unknown attachment type {part.get('type')!r}")
         if not new:
@@ -588,9 +602,17 @@ class Adapter(formats.Adapter):
             return
         if text is None:
             return
-        payload = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": wrap_setup(key, text)}]}
+        payload = {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": wrap_setup(key, text)}],
+        }
         scan = self._scan(transcript)
-        anchors = [i for i in view.items if i.kind == SETUP and i.extra.get("entry_path") is not None and not i.extra.get("rebuilt")]
+        anchors = [
+            i
+            for i in view.items
+            if i.kind == SETUP and i.extra.get("entry_path") is not None and not i.extra.get("rebuilt")
+        ]
         if anchors:
             last = anchors[-1]
             entry_path = last.extra["entry_path"]
@@ -814,10 +836,31 @@ class _Builder:
             opaque = isinstance(blob, str) and bool(blob)
             if opaque:
                 texts.append(_opaque_text(blob))
-            self.add(Item("assistant", THINKING, "\n".join(texts), entry.record, path=entry.path, timestamp=ts, opaque=opaque, extra=dict(base)), True)
+            self.add(
+                Item(
+                    "assistant",
+                    THINKING,
+                    "\n".join(texts),
+                    entry.record,
+                    path=entry.path,
+                    timestamp=ts,
+                    opaque=opaque,
+                    extra=dict(base),
+                ),
+                True,
+            )
         elif kind in ("compaction", "compaction_summary"):
             self.add(
-                Item("user", SUMMARY, _opaque_text(payload.get("encrypted_content")), entry.record, path=entry.path, timestamp=ts, opaque=True, extra=dict(base)),
+                Item(
+                    "user",
+                    SUMMARY,
+                    _opaque_text(payload.get("encrypted_content")),
+                    entry.record,
+                    path=entry.path,
+                    timestamp=ts,
+                    opaque=True,
+                    extra=dict(base),
+                ),
                 False,
             )
         elif kind == "agent_message":  # a message from another agent (inter-agent communication)
@@ -827,9 +870,26 @@ class _Builder:
                 if not isinstance(part, dict):
                     continue
                 if isinstance(part.get("text"), str):
-                    item = Item("user", NOTICE, part["text"], entry.record, path=entry.path + ("content", i), timestamp=ts, extra=dict(base))
+                    item = Item(
+                        "user",
+                        NOTICE,
+                        part["text"],
+                        entry.record,
+                        path=entry.path + ("content", i),
+                        timestamp=ts,
+                        extra=dict(base),
+                    )
                 elif isinstance(part.get("encrypted_content"), str):
-                    item = Item("user", NOTICE, _opaque_text(part["encrypted_content"]), entry.record, path=entry.path + ("content", i), timestamp=ts, opaque=True, extra=dict(base))
+                    item = Item(
+                        "user",
+                        NOTICE,
+                        _opaque_text(part["encrypted_content"]),
+                        entry.record,
+                        path=entry.path + ("content", i),
+                        timestamp=ts,
+                        opaque=True,
+                        extra=dict(base),
+                    )
                 else:
                     continue
                 self.add(item, False, same_message=not first)
@@ -877,7 +937,16 @@ class _Builder:
                 if role in ("developer", "system"):
                     key = setup_key(text)
                     extra["setup_key"] = key
-                    item = Item(role, SETUP, text, entry.record, path=path_of(i), timestamp=ts, setup=_setup_part(key) if key else "system", extra=extra)
+                    item = Item(
+                        role,
+                        SETUP,
+                        text,
+                        entry.record,
+                        path=path_of(i),
+                        timestamp=ts,
+                        setup=_setup_part(key) if key else "system",
+                        extra=extra,
+                    )
                 elif role == "user":
                     kind, part_name = classify_user_text(text)
                     if kind == SETUP:
@@ -885,7 +954,9 @@ class _Builder:
                         if key:
                             extra["setup_key"] = key
                             part_name = _setup_part(key)
-                        item = Item(role, SETUP, text, entry.record, path=path_of(i), timestamp=ts, setup=part_name, extra=extra)
+                        item = Item(
+                            role, SETUP, text, entry.record, path=path_of(i), timestamp=ts, setup=part_name, extra=extra
+                        )
                     elif kind == SUMMARY:
                         extra["summary"] = summary_body(text)
                         item = Item(role, SUMMARY, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
@@ -912,13 +983,43 @@ class _Builder:
             args = payload.get("input") if isinstance(payload.get("input"), str) else ""
             extra["field"] = "input"
         else:
-            detail = {k: v for k, v in payload.items() if k in ("action", "arguments", "query", "revised_prompt", "input", "operation")}
+            detail = {
+                k: v
+                for k, v in payload.items()
+                if k in ("action", "arguments", "query", "revised_prompt", "input", "operation")
+            }
             args = _dumps(detail) if detail else ""
         call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
-        self.add(Item("assistant", TOOL_CALL, name + args, entry.record, path=entry.path, tool=name, call_id=call_id, timestamp=ts, extra=extra), True)
+        self.add(
+            Item(
+                "assistant",
+                TOOL_CALL,
+                name + args,
+                entry.record,
+                path=entry.path,
+                tool=name,
+                call_id=call_id,
+                timestamp=ts,
+                extra=extra,
+            ),
+            True,
+        )
         if kind == "image_generation_call" and isinstance(payload.get("result"), str) and len(payload["result"]) > 64:
             ref = ImageRef(media_type="image/png", data=payload["result"], nbytes=len(payload["result"]) * 3 // 4)
-            self.add(Item("assistant", IMAGE, "", entry.record, path=entry.path + ("result",), tool=name, timestamp=ts, image=ref, extra=dict(base)), True)
+            self.add(
+                Item(
+                    "assistant",
+                    IMAGE,
+                    "",
+                    entry.record,
+                    path=entry.path + ("result",),
+                    tool=name,
+                    timestamp=ts,
+                    image=ref,
+                    extra=dict(base),
+                ),
+                True,
+            )
 
     def _result(self, entry: _Entry, payload: dict, ts: str | None, base: dict, tools: dict) -> None:
         call_id = payload["call_id"]
@@ -936,13 +1037,39 @@ class _Builder:
         if payload.get("status") in ("failed", "error") or payload.get("success") is False:
             is_error = True
         self.add(
-            Item("tool", TOOL_RESULT, text, entry.record, path=entry.path, tool=tool, call_id=call_id, timestamp=ts, is_error=is_error, extra=extra),
+            Item(
+                "tool",
+                TOOL_RESULT,
+                text,
+                entry.record,
+                path=entry.path,
+                tool=tool,
+                call_id=call_id,
+                timestamp=ts,
+                is_error=is_error,
+                extra=extra,
+            ),
             False,
         )
         for path, ref in images:
             if entry.rebuilt:
                 break
-            self.add(Item("tool", IMAGE, "", entry.record, path=path, tool=tool, call_id=call_id, timestamp=ts, image=ref, extra=dict(base)), False, same_message=True)
+            self.add(
+                Item(
+                    "tool",
+                    IMAGE,
+                    "",
+                    entry.record,
+                    path=path,
+                    tool=tool,
+                    call_id=call_id,
+                    timestamp=ts,
+                    image=ref,
+                    extra=dict(base),
+                ),
+                False,
+                same_message=True,
+            )
 
 
 def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:

@@ -153,7 +153,11 @@ class Adapter(formats.Adapter):
             view.items.append(item)
 
         for record, base, msg in messages.values():
-            ts = msg.get("timestamp") if isinstance(msg.get("timestamp"), str) and _ISO_RE.match(msg["timestamp"]) else None
+            ts = (
+                msg.get("timestamp")
+                if isinstance(msg.get("timestamp"), str) and _ISO_RE.match(msg["timestamp"])
+                else None
+            )
             if ts and (last_ts is None or ts > last_ts):
                 last_ts = ts
             kind = msg.get("type")
@@ -187,13 +191,24 @@ class Adapter(formats.Adapter):
         if isinstance(call, dict):
             name = call.get("name") if isinstance(call.get("name"), str) else "tool"
             cid = call.get("id") if isinstance(call.get("id"), str) else None
-            return Item("assistant", TOOL_CALL, name + _dumps(call.get("args") or {}), record, path=path, tool=name, call_id=cid, timestamp=ts)
+            return Item(
+                "assistant",
+                TOOL_CALL,
+                name + _dumps(call.get("args") or {}),
+                record,
+                path=path,
+                tool=name,
+                call_id=cid,
+                timestamp=ts,
+            )
         response = part.get("functionResponse")
         if isinstance(response, dict):
             text, error = _response_text(response)
             name = response.get("name") if isinstance(response.get("name"), str) else None
             cid = response.get("id") if isinstance(response.get("id"), str) else None
-            return Item("tool", TOOL_RESULT, text, record, path=path, tool=name, call_id=cid, timestamp=ts, is_error=error)
+            return Item(
+                "tool", TOOL_RESULT, text, record, path=path, tool=name, call_id=cid, timestamp=ts, is_error=error
+            )
         return None
 
     def _gemini(self, msg: dict, record: Record, base: tuple, ts: str | None, add, view: View) -> None:
@@ -227,7 +242,9 @@ class Adapter(formats.Adapter):
         for j, thought in enumerate(thoughts if isinstance(thoughts, list) else ()):
             if not isinstance(thought, dict):
                 continue
-            text = "\n".join(str(thought[k]) for k in ("subject", "description") if isinstance(thought.get(k), str) and thought[k])
+            text = "\n".join(
+                str(thought[k]) for k in ("subject", "description") if isinstance(thought.get(k), str) and thought[k]
+            )
             put(Item("assistant", THINKING, text, record, path=base + ("thoughts", j), timestamp=ts))
         seen_ids: dict[str, int] = {}
         seen_prints: dict[str, int] = {}
@@ -255,7 +272,18 @@ class Adapter(formats.Adapter):
                 seen_prints[fp] -= 1
                 continue
             name = call.get("name") if isinstance(call.get("name"), str) else "tool"
-            put(Item("assistant", TOOL_CALL, name + _dumps(call.get("args") or {}), record, path=base + ("toolCalls", k), tool=name, call_id=cid, timestamp=ts))
+            put(
+                Item(
+                    "assistant",
+                    TOOL_CALL,
+                    name + _dumps(call.get("args") or {}),
+                    record,
+                    path=base + ("toolCalls", k),
+                    tool=name,
+                    call_id=cid,
+                    timestamp=ts,
+                )
+            )
         # The results go back to the model as the next (user) turn.
         first = True
         for k, call in calls:
@@ -285,7 +313,19 @@ class Adapter(formats.Adapter):
                     ref = _image(part)
                     if ref is not None:
                         images.append((path, ref))
-            put(Item("tool", TOOL_RESULT, "\n".join(t for t in texts if t), record, path=base + ("toolCalls", k, "result"), tool=name, call_id=cid, timestamp=cts, is_error=error))
+            put(
+                Item(
+                    "tool",
+                    TOOL_RESULT,
+                    "\n".join(t for t in texts if t),
+                    record,
+                    path=base + ("toolCalls", k, "result"),
+                    tool=name,
+                    call_id=cid,
+                    timestamp=cts,
+                    is_error=error,
+                )
+            )
             for ipath, ref in images:
                 put(Item("tool", IMAGE, "", record, path=ipath, tool=name, call_id=cid, timestamp=cts, image=ref))
 
