@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from lookout_cli.formats import Transcript, detect, load_adapter
@@ -43,6 +43,10 @@ def examples(ci: int, long: int | None = None) -> int:
 
 
 def hsettings(ci: int, long: int | None = None, **kwargs) -> settings:
+    """Bounded, reproducible settings (derandomized in CI). LOOKOUT_NO_SHRINK=1 reports a
+    failure at once instead of shrinking it (shrinking a transcript can take minutes)."""
+    if os.environ.get("LOOKOUT_NO_SHRINK"):
+        kwargs.setdefault("phases", [Phase.explicit, Phase.reuse, Phase.generate])
     return settings(max_examples=examples(ci, long), deadline=None, derandomize=not LONG,
                     suppress_health_check=list(HealthCheck), database=None, **kwargs)
 
@@ -219,7 +223,9 @@ def test_generated_transcripts_are_valid_in_their_format(case):
     assert transcript.format == fmt
     view = transcript.view()
     assert view.orphans() == []
-    calls = sum(len(s.calls) for t in _conv.turns for s in t.steps)
+    # a recorded compaction hides the turns before it (agent formats keep them on disk only)
+    first = _conv.compaction[0] if _conv.compaction and fmt in ("claude-code", "codex") else 0
+    calls = sum(len(s.calls) for t in _conv.turns[first:] for s in t.steps)
     assert len(view.calls()) == calls
 
 
@@ -233,7 +239,7 @@ def test_generator_covers_the_shapes_it_promises(fmt):
                                          Call("c2", "view_image", {"path": "b.png"}, Result(None, image))], [1, 0])
     conv = Conversation("claude-sonnet-4-5", "sys", [Turn("first", image, [step], "done"),
                                                      Turn("second", None, [], "ok")],
-                        (1, "the summary"), [(2, {"n": 10**30})], True, [0, 1], False, True)
+                        None, [(2, {"n": 10**30})], True, [0, 1], False, True)
     data = render(conv, fmt)
     view = transcript_of(data).view()
     assert view.format == fmt
