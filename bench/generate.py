@@ -1,0 +1,480 @@
+"""A seeded generator of realistic agent transcripts (research/performance.md §2.1, §5).
+
+The text comes only from what the repository owns (its Python sources, README, man pages,
+test fixtures), cut into code, JSON tool output, shell output, prose and thinking, plus
+PNG images built here from seeded noise. The same seed and the same repository give the
+same bytes; every file's sha256 is recorded next to it (``MANIFEST.json``).
+
+One abstract session (turns of a prompt, thinking, replies, tool calls and their results,
+progress events, now and then an image) is written out in each writable format:
+claude-code (split assistant lines sharing ``message.id``, ``toolUseResult`` duplicates,
+small ``progress`` lines), codex (a rollout with reasoning, function calls and token_count
+events), openai and anthropic (one message per line).
+
+    python -m bench.generate --size 10 --format claude-code --out bench/out
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import random
+import struct
+import sys
+import uuid
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FORMATS = ("claude-code", "codex", "openai", "anthropic")
+MB = 1_000_000
+SEED = 20261129
+
+
+# --- the corpus: text the repository owns ------------------------------------------------
+
+def _repo_files(pattern_dirs: tuple[str, ...], suffixes: tuple[str, ...]) -> list[Path]:
+    out = []
+    for d in pattern_dirs:
+        base = ROOT / d
+        if base.is_dir():
+            out += sorted(p for p in base.rglob("*") if p.suffix in suffixes and p.is_file()
+                          and "out" not in p.relative_to(ROOT).parts)
+    return out
+
+
+class Corpus:
+    """Pools of code lines, prose paragraphs and file names, read once from the repo."""
+
+    def __init__(self) -> None:
+        code_files = _repo_files(("lookout_cli", "commands", "tests", "bench"), (".py",))
+        self.code: list[tuple[str, list[str]]] = []
+        for p in code_files:
+            try:
+                lines = p.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if lines:
+                self.code.append((str(p.relative_to(ROOT)), lines))
+        prose = []
+        for p in [ROOT / "README.md", *_repo_files(("man", "examples", "integrations"), (".md", ".1", ".txt"))]:
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            prose += [para.strip() for para in text.split("\n\n") if len(para.strip()) > 40
+                      and not para.lstrip().startswith("```")]
+        # docstrings and comments are prose too
+        for _, lines in self.code:
+            block = []
+            for line in lines:
+                s = line.strip()
+                if s.startswith("#") and len(s) > 3:
+                    block.append(s.lstrip("# "))
+                elif block:
+                    if len(block) > 1:
+                        prose.append(" ".join(block))
+                    block = []
+        self.prose = prose or ["lookout measures the context of an agent transcript."]
+        self.paths = [name for name, _ in self.code]
+        self.words = sorted({w for p in self.prose[:400] for w in p.split() if w.isalpha()}) or ["word"]
+
+
+# --- content makers ----------------------------------------------------------------------
+
+class Maker:
+    def __init__(self, rng: random.Random, corpus: Corpus):
+        self.r = rng
+        self.c = corpus
+
+    def prose(self, lo: int, hi: int) -> str:
+        target = self.r.randint(lo, hi)
+        out, n = [], 0
+        while n < target:
+            p = self.r.choice(self.c.prose)
+            out.append(p)
+            n += len(p) + 2
+        return "\n\n".join(out)[:target]
+
+    def code(self, lo_lines: int, hi_lines: int) -> tuple[str, list[str]]:
+        name, lines = self.r.choice(self.c.code)
+        n = self.r.randint(lo_lines, hi_lines)
+        start = self.r.randint(0, max(0, len(lines) - 1))
+        chunk = lines[start:start + n]
+        while len(chunk) < n and len(self.c.code) > 1:
+            chunk += self.r.choice(self.c.code)[1][: n - len(chunk)]
+        return name, chunk
+
+    def read_output(self) -> tuple[dict, str]:
+        name, chunk = self.code(10, self.r.choice((40, 120, 400, 1200)))
+        first = self.r.randint(1, 300)
+        text = "\n".join(f"{first + i:6}\u2192{line}" for i, line in enumerate(chunk))
+        return {"file_path": "/w/app/" + name}, text
+
+    def json_output(self) -> tuple[dict, str]:
+        n = self.r.choice((5, 20, 80, 300))
+        rows = []
+        for i in range(n):
+            rows.append({
+                "id": f"{self.r.getrandbits(64):016x}",
+                "path": "/w/app/" + self.r.choice(self.c.paths),
+                "line": self.r.randint(1, 2000),
+                "score": round(self.r.random(), 4),
+                "ok": self.r.random() < 0.8,
+                "message": " ".join(self.r.choice(self.c.words) for _ in range(self.r.randint(3, 14))),
+                "tags": [self.r.choice(self.c.words) for _ in range(self.r.randint(0, 4))],
+            })
+        doc = {"total": n, "items": rows, "next": None if self.r.random() < 0.5 else n}
+        text = json.dumps(doc, indent=2 if self.r.random() < 0.5 else None, ensure_ascii=False)
+        return {"command": "curl -s localhost:8080/api/search | jq ."}, text
+
+    def shell_output(self) -> tuple[dict, str]:
+        kind = self.r.random()
+        lines = []
+        if kind < 0.35:
+            cmd = "ls -la " + self.r.choice(("", "lookout_cli", "tests", "-R ."))
+            for _ in range(self.r.choice((10, 40, 200, 800))):
+                lines.append("-rw-r--r-- 1 dev dev {:>8} Nov {:>2} {:02}:{:02} {}".format(
+                    self.r.randint(0, 400000), self.r.randint(1, 30), self.r.randint(0, 23),
+                    self.r.randint(0, 59), self.r.choice(self.c.paths)))
+        elif kind < 0.7:
+            cmd = "grep -rn " + self.r.choice(self.c.words) + " ."
+            for _ in range(self.r.choice((5, 30, 150, 600))):
+                name, chunk = self.code(1, 1)
+                lines.append(f"./{name}:{self.r.randint(1, 900)}:{chunk[0] if chunk else ''}")
+        else:
+            cmd = "python -m pytest -x -q"
+            for _ in range(self.r.choice((10, 60, 300))):
+                name, chunk = self.code(1, 3)
+                if self.r.random() < 0.1:
+                    lines.append(f'  File "/w/app/{name}", line {self.r.randint(1, 900)}, in test_{self.r.choice(self.c.words)}')
+                    lines += ["    " + c for c in chunk]
+                    lines.append(f"AssertionError: {self.prose(20, 120)}")
+                else:
+                    lines.append(f"{name}::test_{self.r.choice(self.c.words)} PASSED")
+            lines.append(f"{self.r.randint(10, 900)} passed, {self.r.randint(0, 5)} failed in {self.r.random() * 90:.2f}s")
+        return {"command": cmd, "description": self.prose(10, 60)}, "\n".join(lines)
+
+    def edit_input(self) -> tuple[dict, str]:
+        name, old = self.code(1, 12)
+        _, new = self.code(1, 12)
+        return ({"file_path": "/w/app/" + name, "old_string": "\n".join(old), "new_string": "\n".join(new)},
+                f"The file /w/app/{name} has been updated.")
+
+    def tool(self) -> tuple[str, dict, str]:
+        x = self.r.random()
+        if x < 0.40:
+            name, (args, out) = "Read", self.read_output()
+        elif x < 0.62:
+            name, (args, out) = "Bash", self.shell_output()
+        elif x < 0.78:
+            name, (args, out) = "Bash", self.json_output()
+        elif x < 0.90:
+            name, (args, out) = "Grep", self.shell_output()
+            args = {"pattern": self.r.choice(self.c.words), "path": "/w/app"}
+        else:
+            name, (args, out) = "Edit", self.edit_input()
+        return name, args, out
+
+    def png(self) -> tuple[int, int, str]:
+        """A real PNG of seeded noise (the header carries the size; the body is incompressible)."""
+        w, h = self.r.choice(((1280, 800), (1920, 1080), (800, 600), (2560, 1440)))
+        body_bytes = self.r.randint(30_000, 150_000)
+        raw = self.r.randbytes(body_bytes)
+
+        def chunk(tag: bytes, data: bytes) -> bytes:
+            return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+        png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+               + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))
+        return w, h, base64.b64encode(png).decode()
+
+
+# --- the abstract session ----------------------------------------------------------------
+
+def session(rng: random.Random, corpus: Corpus):
+    """Yield events forever: ('prompt', text, image|None) and ('step', thinking, text, calls)
+    where calls is a list of (id, name, args, output, image|None); plus ('progress', n)."""
+    mk = Maker(rng, corpus)
+    while True:
+        image = mk.png() if rng.random() < 0.02 else None
+        yield ("prompt", mk.prose(40, 900), image)
+        for _ in range(rng.randint(1, 8)):
+            thinking = mk.prose(100, 3000) if rng.random() < 0.6 else None
+            text = mk.prose(20, 600) if rng.random() < 0.7 else None
+            calls = []
+            for _ in range(rng.choice((0, 1, 1, 1, 2, 3))):
+                name, args, out = mk.tool()
+                img = mk.png() if name == "Read" and rng.random() < 0.004 else None
+                calls.append((f"toolu_{rng.getrandbits(96):024x}", name, args, out, img))
+            yield ("step", thinking, text, calls)
+            for _ in range(rng.choice((0, 1, 2, 4, 8))):
+                yield ("progress", rng.randint(0, 10**6))
+            if not calls:
+                break
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+# --- writers -----------------------------------------------------------------------------
+
+class ClaudeWriter:
+    def __init__(self, rng: random.Random):
+        self.r = rng
+        self.session = str(uuid.UUID(int=rng.getrandbits(128)))
+        self.parent = None
+        self.t = 1_760_000_000.0
+        self.context = 15_000
+
+    def _uuid(self) -> str:
+        return str(uuid.UUID(int=self.r.getrandbits(128), version=4))
+
+    def _ts(self) -> str:
+        import datetime as dt
+        self.t += self.r.uniform(0.2, 20)
+        return dt.datetime.fromtimestamp(self.t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+    def _line(self, kind: str, message: dict, **extra) -> bytes:
+        u = self._uuid()
+        obj = {"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": "/w/app",
+               "sessionId": self.session, "version": "2.0.14", "gitBranch": "main", "type": kind,
+               "message": message, **extra, "uuid": u, "timestamp": self._ts()}
+        self.parent = u
+        return _dumps(obj)
+
+    def event(self, ev) -> bytes:
+        kind = ev[0]
+        if kind == "prompt":
+            _, text, image = ev
+            content = [{"type": "text", "text": text}]
+            if image:
+                content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                            "data": image[2]}})
+            self.context += len(text) // 3
+            return self._line("user", {"role": "user", "content": content if image else text})
+        if kind == "progress":
+            obj = {"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": "/w/app",
+                   "sessionId": self.session, "version": "2.0.14", "gitBranch": "main", "type": "progress",
+                   "data": {"type": "hook_progress", "hookEvent": "PostToolUse", "hookName": "PostToolUse:Bash",
+                            "command": "true", "elapsed": ev[1]},
+                   "toolUseID": f"toolu_{ev[1]:024x}", "uuid": self._uuid(), "timestamp": self._ts()}
+            return _dumps(obj)
+        _, thinking, text, calls = ev
+        msg_id = f"msg_{self.r.getrandbits(96):024x}"
+        req = f"req_{self.r.getrandbits(96):024x}"
+        blocks = []
+        if thinking:
+            blocks.append({"type": "thinking", "thinking": thinking,
+                           "signature": base64.b64encode(self.r.randbytes(120)).decode()})
+        if text:
+            blocks.append({"type": "text", "text": text})
+        for cid, name, args, _, _ in calls:
+            blocks.append({"type": "tool_use", "id": cid, "name": name, "input": args})
+        if not blocks:
+            blocks.append({"type": "text", "text": "Done."})
+        new = sum(len(b.get("thinking") or b.get("text") or json.dumps(b.get("input"))) for b in blocks) // 3
+        usage = {"input_tokens": self.r.randint(1, 9), "cache_creation_input_tokens": new + 50,
+                 "cache_read_input_tokens": self.context, "output_tokens": new + self.r.randint(5, 300),
+                 "service_tier": "standard"}
+        self.context += new + 50
+        out = b""
+        for b in blocks:  # Claude Code writes one line per content block
+            message = {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+                       "content": [b], "stop_reason": None, "stop_sequence": None, "usage": usage}
+            out += self._line("assistant", message, requestId=req)
+        for cid, name, _, output, img in calls:
+            content = [{"type": "text", "text": output}]
+            if img:
+                content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": img[2]}})
+            self.context += len(output) // 3
+            out += self._line("user", {"role": "user", "content": [
+                {"tool_use_id": cid, "type": "tool_result", "content": content if img else output}]},
+                toolUseResult={"stdout": output, "stderr": "", "interrupted": False, "isImage": bool(img)})
+        return out
+
+
+class CodexWriter:
+    def __init__(self, rng: random.Random):
+        self.r = rng
+        self.t = 1_760_000_000.0
+        self.total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0,
+                      "reasoning_output_tokens": 0, "total_tokens": 0}
+        self.context = 12_000
+        self.started = False
+
+    def _ts(self) -> str:
+        import datetime as dt
+        self.t += self.r.uniform(0.2, 20)
+        return dt.datetime.fromtimestamp(self.t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+    def _rec(self, kind: str, payload: dict) -> bytes:
+        return _dumps({"timestamp": self._ts(), "type": kind, "payload": payload})
+
+    def event(self, ev) -> bytes:
+        out = b""
+        if not self.started:
+            self.started = True
+            sid = str(uuid.UUID(int=self.r.getrandbits(128), version=4))
+            out += self._rec("session_meta", {"id": sid, "timestamp": self._ts(), "cwd": "/w/app",
+                                              "originator": "codex_cli_rs", "cli_version": "0.58.0",
+                                              "instructions": None, "source": "cli", "model_provider": "openai"})
+        kind = ev[0]
+        if kind == "progress":
+            return out
+        if kind == "prompt":
+            _, text, image = ev
+            content = [{"type": "input_text", "text": text}]
+            if image:
+                content.append({"type": "input_image", "image_url": "data:image/png;base64," + image[2]})
+            self.context += len(text) // 3
+            out += self._rec("turn_context", {"cwd": "/w/app", "approval_policy": "never",
+                                              "sandbox_policy": {"mode": "danger-full-access"},
+                                              "model": "gpt-5.1-codex", "effort": "high", "summary": "auto"})
+            out += self._rec("response_item", {"type": "message", "role": "user", "content": content})
+            out += self._rec("event_msg", {"type": "user_message", "message": text, "images": []})
+            return out
+        _, thinking, text, calls = ev
+        if thinking:
+            out += self._rec("response_item", {"type": "reasoning", "summary": [
+                {"type": "summary_text", "text": thinking[:400]}], "content": None,
+                "encrypted_content": base64.b64encode(self.r.randbytes(len(thinking) // 2)).decode()})
+        if text:
+            out += self._rec("response_item", {"type": "message", "role": "assistant",
+                                               "content": [{"type": "output_text", "text": text}]})
+        new = len(text or "") // 3 + len(thinking or "") // 3
+        for cid, name, args, output, _ in calls:
+            out += self._rec("response_item", {"type": "function_call", "name": "shell",
+                                               "arguments": json.dumps({"command": ["bash", "-lc", name + " " + json.dumps(args)]}),
+                                               "call_id": "call_" + cid[6:]})
+            out += self._rec("response_item", {"type": "function_call_output", "call_id": "call_" + cid[6:],
+                                               "output": json.dumps({"output": output, "metadata": {"exit_code": 0, "duration_seconds": 0.1}})})
+            new += len(output) // 3
+        last = {"input_tokens": self.context, "cached_input_tokens": max(0, self.context - new),
+                "output_tokens": new // 4 + 10, "reasoning_output_tokens": len(thinking or "") // 3,
+                "total_tokens": self.context + new // 4 + 10}
+        for k in self.total:
+            self.total[k] += last[k]
+        self.context += new
+        out += self._rec("event_msg", {"type": "token_count", "info": {
+            "total_token_usage": dict(self.total), "last_token_usage": last, "model_context_window": 272000},
+            "rate_limits": None})
+        return out
+
+
+class MessageListWriter:
+    """openai: Chat Completions messages; anthropic: Messages API messages (one per line)."""
+
+    def __init__(self, rng: random.Random, flavour: str):
+        self.r = rng
+        self.flavour = flavour
+        self.started = False
+
+    def event(self, ev) -> bytes:
+        out = b""
+        openai = self.flavour == "openai"
+        if not self.started:
+            self.started = True
+            if openai:
+                out += _dumps({"role": "system", "content": "You are a coding agent working in /w/app."})
+        kind = ev[0]
+        if kind == "progress":
+            return out
+        if kind == "prompt":
+            _, text, image = ev
+            if not image:
+                return out + _dumps({"role": "user", "content": text})
+            if openai:
+                parts = [{"type": "text", "text": text},
+                         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + image[2]}}]
+            else:
+                parts = [{"type": "text", "text": text},
+                         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": image[2]}}]
+            return out + _dumps({"role": "user", "content": parts})
+        _, thinking, text, calls = ev
+        if openai:
+            msg = {"role": "assistant", "content": text}
+            if calls:
+                msg["tool_calls"] = [{"id": "call_" + cid[6:], "type": "function",
+                                      "function": {"name": name, "arguments": json.dumps(args)}}
+                                     for cid, name, args, _, _ in calls]
+            out += _dumps(msg)
+            for cid, _, _, output, _ in calls:
+                out += _dumps({"role": "tool", "tool_call_id": "call_" + cid[6:], "content": output})
+            return out
+        blocks = []
+        if thinking:
+            blocks.append({"type": "thinking", "thinking": thinking,
+                           "signature": base64.b64encode(self.r.randbytes(120)).decode()})
+        if text:
+            blocks.append({"type": "text", "text": text})
+        for cid, name, args, _, _ in calls:
+            blocks.append({"type": "tool_use", "id": cid, "name": name, "input": args})
+        out += _dumps({"role": "assistant", "content": blocks or [{"type": "text", "text": "Done."}]})
+        if calls:
+            out += _dumps({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": cid, "content": output} for cid, _, _, output, _ in calls]})
+        return out
+
+
+def writer_for(fmt: str, rng: random.Random):
+    if fmt == "claude-code":
+        return ClaudeWriter(rng)
+    if fmt == "codex":
+        return CodexWriter(rng)
+    if fmt in ("openai", "anthropic"):
+        return MessageListWriter(rng, fmt)
+    raise SystemExit(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+
+
+def generate(path: Path, fmt: str, size_mb: float, seed: int = SEED, corpus: Corpus | None = None) -> dict:
+    """Write a transcript of about ``size_mb`` MB (it ends on a whole step); return its facts."""
+    corpus = corpus or Corpus()
+    content_rng = random.Random(seed)
+    w = writer_for(fmt, random.Random(seed + 1))
+    target = int(size_mb * MB)
+    digest = hashlib.sha256()
+    n = lines = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".part")
+    with open(tmp, "wb", buffering=1 << 20) as fh:
+        for ev in session(content_rng, corpus):
+            data = w.event(ev)
+            if data:
+                fh.write(data)
+                digest.update(data)
+                n += len(data)
+                lines += data.count(b"\n")
+            if n >= target and ev[0] == "step" and not ev[3]:
+                break
+    tmp.replace(path)
+    return {"file": path.name, "format": fmt, "bytes": n, "lines": lines, "sha256": digest.hexdigest(), "seed": seed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.generate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=float, action="append", help="MB (repeatable; default 1 10 100)")
+    ap.add_argument("--format", action="append", choices=FORMATS, help="repeatable; default all writable formats")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    ap.add_argument("--seed", type=int, default=SEED)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    corpus = Corpus()
+    manifest_path = out / "MANIFEST.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    for fmt in args.format or FORMATS:
+        for size in args.size or (1, 10, 100):
+            p = out / f"{fmt}_{size:g}mb.jsonl"
+            facts = generate(p, fmt, size, args.seed, corpus)
+            manifest[p.name] = facts
+            print(f"{p}  {facts['bytes']:,} B  {facts['lines']:,} lines  sha256 {facts['sha256'][:16]}", file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
