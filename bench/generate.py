@@ -210,7 +210,7 @@ def session(rng: random.Random, corpus: Corpus):
                 img = mk.png() if name == "Read" and rng.random() < 0.004 else None
                 calls.append((f"toolu_{rng.getrandbits(96):024x}", name, args, out, img))
             yield ("step", thinking, text, calls)
-            for _ in range(rng.choice((0, 1, 2, 4, 8))):
+            for _ in range(rng.choice((0, 1, 2, 4, 8, 14))):
                 yield ("progress", rng.randint(0, 10**6))
             if not calls:
                 break

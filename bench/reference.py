@@ -1,0 +1,159 @@
+"""Reference passes: the minimum work a pass over a transcript must do (research/performance.md §5, §7).
+
+    python -m bench.reference measure  < FILE   # orjson every line, encode_ordinary every text block
+    python -m bench.reference estimate < FILE   # the same walk, chars/4 instead of a tokenizer
+    python -m bench.reference usage    < FILE   # usage figures only: lines with "usage", deduplicated
+
+The walk counts what lookout's views count as text, with the same conventions (a tool call
+is its name followed by its compact JSON input; a tool result's text parts are joined by a
+newline; base64 images are never tokenized), so exact counts can be compared. It does not
+build a chain, deduplicate split lines or skip sidechains: the generated transcripts have
+none of those. It imports nothing from lookout except the shipped rank files, loaded the
+way lookout must load them (no network).
+
+Prints one JSON line to stdout: {"tokens": N, "blocks": N, "chars": N, ...}.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+
+
+def _encoder():
+    """o200k built from lookout's shipped rank file (the only offline source on this machine)."""
+    from lookout_cli.tokens import get_encoding
+
+    return get_encoding("o200k_base").encode_ordinary
+
+
+def _dumps(value) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _result_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+                         and isinstance(b.get("text"), str))
+    return ""
+
+
+def texts(obj) -> list[str]:
+    """The countable texts of one parsed line, in any of the generated formats."""
+    out: list[str] = []
+    if not isinstance(obj, dict):
+        return out
+    kind = obj.get("type")
+    if kind in ("user", "assistant") and isinstance(obj.get("message"), dict):  # claude-code
+        content = obj["message"].get("content")
+    elif kind == "response_item":  # codex
+        p = obj.get("payload") or {}
+        pt = p.get("type")
+        if pt == "message":
+            content = p.get("content")
+            return [c["text"] for c in content or () if isinstance(c, dict) and isinstance(c.get("text"), str)]
+        if pt == "reasoning":
+            return [s["text"] for s in p.get("summary") or () if isinstance(s, dict) and isinstance(s.get("text"), str)]
+        if pt == "function_call":
+            return [p.get("name", "") + p.get("arguments", "")]
+        if pt == "function_call_output":
+            return [p.get("output", "")]
+        return out
+    elif "role" in obj:  # openai / anthropic message lists
+        content = obj.get("content")
+        for call in obj.get("tool_calls") or ():
+            f = call.get("function") or {}
+            out.append(f.get("name", "") + f.get("arguments", ""))
+    else:
+        return out
+    if isinstance(content, str):
+        out.append(content)
+        return out
+    for b in content or ():
+        if not isinstance(b, dict):
+            continue
+        t = b.get("type")
+        if t == "text":
+            out.append(b.get("text") or "")
+        elif t == "thinking":
+            out.append(b.get("thinking") or "")
+        elif t == "tool_use":
+            out.append(b.get("name", "") + _dumps(b.get("input", {})))
+        elif t == "tool_result":
+            out.append(_result_text(b.get("content")))
+    return out
+
+
+def pass_measure(stream, exact: bool = True) -> dict:
+    encode = _encoder() if exact else None
+    tokens = blocks = chars = lines = 0
+    loads = orjson.loads
+    for line in stream:
+        lines += 1
+        try:
+            obj = loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        for text in texts(obj):
+            if not text:
+                continue
+            blocks += 1
+            chars += len(text)
+            tokens += len(encode(text)) if exact else len(text) // 4
+    return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines}
+
+
+def pass_usage(stream) -> dict:
+    seen = set()
+    totals = {"input": 0, "cache_write": 0, "cache_read": 0, "output": 0}
+    lines = 0
+    for line in stream:
+        lines += 1
+        if b'"usage"' not in line and b'"token_count"' not in line:
+            continue
+        obj = orjson.loads(line)
+        msg = obj.get("message") if isinstance(obj, dict) else None
+        if isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
+            key = (msg.get("id"), obj.get("requestId"))
+            if key in seen:
+                continue
+            seen.add(key)
+            u = msg["usage"]
+            totals["input"] += u.get("input_tokens", 0)
+            totals["cache_write"] += u.get("cache_creation_input_tokens", 0)
+            totals["cache_read"] += u.get("cache_read_input_tokens", 0)
+            totals["output"] += u.get("output_tokens", 0)
+        elif isinstance(obj, dict) and obj.get("type") == "event_msg":
+            info = (obj.get("payload") or {}).get("info") or {}
+            last = info.get("last_token_usage") or {}
+            totals["input"] += last.get("input_tokens", 0) - last.get("cached_input_tokens", 0)
+            totals["cache_read"] += last.get("cached_input_tokens", 0)
+            totals["output"] += last.get("output_tokens", 0)
+    totals["lines"] = lines
+    totals["responses"] = len(seen)
+    return totals
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    mode = argv[0] if argv else "measure"
+    stream = open(argv[1], "rb", buffering=1 << 20) if len(argv) > 1 else open(0, "rb", buffering=1 << 20)
+    with stream:
+        if mode == "measure":
+            result = pass_measure(stream)
+        elif mode == "estimate":
+            result = pass_measure(stream, exact=False)
+        elif mode == "usage":
+            result = pass_usage(stream)
+        else:
+            print(f"unknown mode {mode!r} (measure, estimate, usage)", file=sys.stderr)
+            return 2
+    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
