@@ -3,6 +3,8 @@
     python -m bench.reference measure  < FILE   # orjson every line, encode_ordinary every text block
     python -m bench.reference estimate < FILE   # the same walk, chars/4 instead of a tokenizer
     python -m bench.reference usage    < FILE   # usage figures only: lines with "usage", deduplicated
+    python -m bench.reference tail FILE         # tail-only state: parse only lines appended since the last run
+    python -m bench.reference cached FILE       # every line, counts from the sqlite block cache (warm after one run)
 
 The walk counts what lookout's views count as text, with the same conventions (a tool call
 is its name followed by its compact JSON input; a tool result's text parts are joined by a
@@ -106,6 +108,52 @@ def pass_measure(stream, exact: bool = True) -> dict:
     return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines}
 
 
+def pass_tail(path: str) -> dict:
+    """The incremental reference: lookout_cli.measure_state's offset, guard and running totals;
+    the encoding loads only when new text must be counted."""
+    from lookout_cli import measure_state as ms
+
+    key = "bench-reference-o200k"
+    plan = ms.plan(path, key)
+    totals = dict(plan.state.totals) if plan.state else {"tokens": 0, "blocks": 0, "chars": 0, "lines": 0}
+    if plan.kind == ms.UNCHANGED:
+        return {**totals, "plan": plan.kind}
+    lines, end = ms.read_lines(path, plan.start)
+    new = pass_measure(lines) if lines else {"tokens": 0, "blocks": 0, "chars": 0, "lines": 0}
+    for k in totals:
+        totals[k] += new[k]
+    ms.commit(path, key, end, totals)
+    return {**totals, "plan": plan.kind}
+
+
+def pass_cached(stream) -> dict:
+    """Every line parsed, every block looked up in lookout_cli.token_cache before tokenizing."""
+    from lookout_cli.token_cache import TokenCache
+
+    encode = None
+    tokens = blocks = chars = lines = 0
+    with TokenCache("o200k_base") as cache:
+        for line in stream:
+            lines += 1
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            for text in texts(obj):
+                if not text:
+                    continue
+                blocks += 1
+                chars += len(text)
+                key = cache.key(text)
+                n = cache.get(text, key)
+                if n is None:
+                    encode = encode or _encoder()
+                    n = len(encode(text))
+                    cache.put(text, n, key)
+                tokens += n
+    return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines}
+
+
 def pass_usage(stream) -> dict:
     seen = set()
     totals = {"input": 0, "cache_write": 0, "cache_read": 0, "output": 0}
@@ -140,6 +188,9 @@ def pass_usage(stream) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     mode = argv[0] if argv else "measure"
+    if mode == "tail":
+        sys.stdout.write(orjson.dumps(pass_tail(argv[1])).decode() + "\n")
+        return 0
     stream = open(argv[1], "rb", buffering=1 << 20) if len(argv) > 1 else open(0, "rb", buffering=1 << 20)
     with stream:
         if mode == "measure":
@@ -148,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             result = pass_measure(stream, exact=False)
         elif mode == "usage":
             result = pass_usage(stream)
+        elif mode == "cached":
+            result = pass_cached(stream)
         else:
             print(f"unknown mode {mode!r} (measure, estimate, usage)", file=sys.stderr)
             return 2

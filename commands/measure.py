@@ -50,6 +50,12 @@ transcript passes through byte for byte. The report goes to standard error, or t
 output with --report-only (text) or --json, and as JSON to --report FILE.
 
 \b
+Counts of text blocks are kept in a cache keyed by content (tokens.sqlite3 in the cache
+folder, $LOOKOUT_CACHE_DIR or $XDG_CACHE_HOME/lookout), so measuring a grown or rewritten
+transcript again tokenizes only new blocks; --no-cache turns it off. --jobs N counts a cold
+pass in N processes.
+
+\b
 Every figure is marked exact (a provider count recorded in the transcript: the last response's
 input, cache write and cache read, and the cache totals), estimated (counted with the model's
 tiktoken encoding, or the fast estimate with --estimate), inferred (setup the transcript does
@@ -88,8 +94,12 @@ written first); 2 an error.
 @click.option("--no-discover", is_flag=True, help="Do not look for CLAUDE.md / AGENTS.md in the transcript's folder.")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), help="Meter thresholds: lookout (75%/summary point) or localpilot (65%/85%).")
 @click.option("--now", "now_text", metavar="ISO", help="The time to measure the warm cache against (default: now).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
+              help="Count in N processes (pays on cold runs over large inputs) [config: measure.jobs; default: 1].")
+@click.option("--no-cache", is_flag=True,
+              help="Do not use the token-count cache in the cache folder (counts are then all tokenized).")
 def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_at, plot_path, system_file,
-            tools_file, rules_file, skills_file, no_discover, preset, now_text) -> None:
+            tools_file, rules_file, skills_file, no_discover, preset, now_text, jobs, no_cache) -> None:
     """Report what fills the model's context; pass the transcript through unchanged.
 
     Shows the tokens used of the budget and the meter's state, where the chat will be summarized
@@ -108,7 +118,15 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
                             skills_file, no_discover, preset, now)
     transcript = run.load()
-    meter = measure_view(transcript.view(), settings)
+    view = transcript.view()
+    counter = make_counter(view, settings, jobs=_jobs(run.setting("measure.jobs", jobs, 1)),
+                           cache=not no_cache and _flag(run.setting("measure.cache", None, True)))
+    try:
+        meter = measure_view(view, settings, counter=counter)
+    finally:
+        close = getattr(counter, "close", None)
+        if close is not None:
+            close()  # writes the new counts to the cache in one transaction
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
         from lookout_cli.plot import draw
@@ -135,6 +153,40 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
                        color=run.reporter.color)
     if fail_at is not None and meter.percent >= fail_at:
         raise CheckFailed(f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%")
+
+
+def make_counter(view, settings: Settings, jobs: int = 1, cache: bool = True):
+    """The token counter for ``view``: the model's encoding, through the block-count cache
+    (lookout_cli.token_cache) unless ``cache`` is off; with ``jobs`` > 1 the distinct texts
+    not yet cached are counted first in that many processes."""
+    from lookout_cli import tokens as toks
+    from lookout_cli.view import IMAGE
+
+    counter = toks.TokenCounter.for_model(settings.model or view.model, exact=not settings.estimate)
+    if not counter.exact or not cache and jobs <= 1:
+        return counter
+    from lookout_cli.token_cache import CachedCounter, TokenCache
+
+    wrapped = CachedCounter(counter, TokenCache(counter.encoding) if cache else None)
+    if jobs > 1:
+        wrapped.prefill((i.text for i in view.items if i.kind != IMAGE), jobs=jobs)
+    return wrapped
+
+
+def _jobs(value) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise LookoutError(f"measure.jobs: {value!r} is not a whole number") from None
+    if n < 1:
+        raise LookoutError(f"measure.jobs: {n} must be 1 or more")
+    return n
+
+
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
 
 
 def _stdout(data: bytes) -> None:

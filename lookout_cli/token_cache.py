@@ -1,0 +1,274 @@
+"""A block token-count cache on disk, keyed by content hash (research/performance.md §4).
+
+Counting is 84% of a cold ``measure``. A transcript that was rewritten (``compact -i``,
+cleared content, a forked session) is mostly the same blocks as before, so their counts
+are looked up instead of tokenized again. The store is stdlib sqlite3 in
+``paths.cache_dir()/tokens.sqlite3``: a ``WITHOUT ROWID`` table of a 16-byte key
+(sha256 of the encoding's pinned rank hash, a NUL and the UTF-8 text) and the count; WAL mode
+and a busy timeout make it safe when git hooks run at the same time; new counts are written
+in one transaction when the run ends. A small table is preloaded into a dict (about 10 ms
+for 200k rows), a large one is asked key by key.
+
+The key names the encoding by the sha256 of its rank file, so a count can never be served
+for another encoding; the text is hashed whole, so a changed block is always a miss. Only
+exact (tokenizer) counts are stored: the estimate is cheaper than a lookup.
+
+If the cache cannot be opened or written (read-only home, a corrupted file), counting goes
+on without it: a cache never makes a run fail.
+
+``parallel_counts`` spreads the distinct texts of a cold pass over worker processes
+(``--jobs``): tiktoken holds the GIL for short texts and runs slower on threads other
+than the one that first used it (§2.5), so processes, forked after the encoding is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from lookout_cli import paths
+
+FILENAME = "tokens.sqlite3"
+PRELOAD_LIMIT = 200_000
+BUSY_TIMEOUT_MS = 10_000
+SCHEMA = "CREATE TABLE IF NOT EXISTS counts (key BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID"
+
+
+def _encoding_tag(encoding: str) -> bytes:
+    from lookout_cli.tokens import ENCODINGS
+
+    spec = ENCODINGS.get(encoding)
+    return (spec.sha256 if spec else encoding).encode() + b"\0"
+
+
+def block_key(encoding: str, text: str) -> bytes:
+    """The cache key of ``text`` counted in ``encoding``: 16 bytes of sha256."""
+    return hashlib.sha256(_encoding_tag(encoding) + text.encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+class TokenCache:
+    """Counts by content hash, in sqlite; ``get``/``put`` then ``flush`` (or use as a context manager)."""
+
+    def __init__(self, encoding: str, path: str | os.PathLike | None = None,
+                 preload_limit: int = PRELOAD_LIMIT) -> None:
+        self.encoding = encoding
+        self.path = Path(path) if path is not None else paths.cache_dir() / FILENAME
+        self._tag = _encoding_tag(encoding)
+        self._known: dict[bytes, int] | None = None
+        self._pending: dict[bytes, int] = {}
+        self.hits = 0
+        self.misses = 0
+        self.error: str | None = None
+        self._db: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(SCHEMA)
+            self._db = db
+            rows = db.execute("SELECT count(*) FROM counts").fetchone()[0]
+            if rows <= preload_limit:
+                self._known = dict(db.execute("SELECT key, n FROM counts"))
+        except (sqlite3.Error, OSError) as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        self.error = f"token cache {self.path}: {exc}"
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+        self._db = None
+        if self._known is None:
+            self._known = {}
+
+    def key(self, text: str) -> bytes:
+        return hashlib.sha256(self._tag + text.encode("utf-8", "surrogatepass")).digest()[:16]
+
+    def get(self, text: str, key: bytes | None = None) -> int | None:
+        key = key or self.key(text)
+        n = self._pending.get(key)
+        if n is None and self._known is not None:
+            n = self._known.get(key)
+        elif n is None and self._db is not None:
+            try:
+                row = self._db.execute("SELECT n FROM counts WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                self._fail(exc)
+                row = None
+            n = row[0] if row else None
+        if n is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return n
+
+    def put(self, text: str, n: int, key: bytes | None = None) -> None:
+        self._pending[key or self.key(text)] = int(n)
+
+    def count(self, text: str, counter: Callable[[str], int]) -> int:
+        """``text``'s count from the cache, else ``counter(text)`` (remembered)."""
+        key = self.key(text)
+        n = self.get(text, key)
+        if n is None:
+            n = counter(text)
+            self._pending[key] = n
+        return n
+
+    def flush(self) -> int:
+        """Write the new counts in one transaction; returns how many were written."""
+        if not self._pending or self._db is None:
+            return 0
+        items = list(self._pending.items())
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT OR IGNORE INTO counts (key, n) VALUES (?, ?)", items)
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self._fail(exc)
+            return 0
+        if self._known is not None:
+            self._known.update(self._pending)
+        self._pending.clear()
+        return len(items)
+
+    def close(self) -> None:
+        self.flush()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> TokenCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class CachedCounter:
+    """A ``TokenCounter`` that asks the disk cache before tokenizing.
+
+    Same interface as ``lookout_cli.tokens.TokenCounter`` (``count``, ``count_many``,
+    ``encoding``, ``exact``, ``label``, ``hits``, ``misses``). The encoding loads only at
+    the first miss, so a fully cached run never loads a tokenizer. ``prefill`` counts many
+    texts at once, in ``jobs`` processes when that pays.
+    """
+
+    def __init__(self, counter, cache: TokenCache | None = None) -> None:
+        self.inner = counter
+        self.encoding = counter.encoding
+        self.exact = counter.exact
+        self.cache = cache if counter.exact else None  # None: memo and processes, no disk
+        self._memo: dict[str, int] = {}
+
+    @property
+    def hits(self) -> int:
+        return self.inner.hits + (self.cache.hits if self.cache else 0)
+
+    @property
+    def misses(self) -> int:
+        return self.cache.misses if self.cache else self.inner.misses
+
+    @property
+    def label(self) -> str:
+        return self.inner.label
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if self.cache is None:
+            return self.inner.count(text)
+        n = self._memo.get(text)
+        if n is None:
+            n = self.cache.count(text, self.inner.count)
+            self._memo[text] = n
+        return n
+
+    def count_many(self, texts: Iterable[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def prefill(self, texts: Iterable[str], jobs: int = 1) -> None:
+        """Count the distinct ``texts`` not yet cached, across ``jobs`` processes."""
+        todo = []
+        seen = set(self._memo)
+        for t in texts:
+            if not t or t in seen:
+                continue
+            seen.add(t)
+            n = self.cache.get(t) if self.cache else None
+            if n is None:
+                todo.append(t)
+            else:
+                self._memo[t] = n
+        if not todo:
+            return
+        counts = parallel_counts(todo, self.encoding, jobs) if self.exact else [self.inner.count(t) for t in todo]
+        for t, n in zip(todo, counts):
+            self._memo[t] = n
+            if self.cache is not None and self.exact:
+                self.cache.put(t, n)
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+
+# --- processes for cold passes ------------------------------------------------------------
+
+_WORK: list[str] = []
+_ENCODE = None
+MIN_PARALLEL_CHARS = 2_000_000  # below this a fork costs more than it saves
+
+
+def _count_slice(bounds: tuple[int, int]) -> list[int]:
+    encode = _ENCODE
+    return [len(encode(t)) for t in _WORK[bounds[0]:bounds[1]]]
+
+
+def parallel_counts(texts: list[str], encoding: str, jobs: int = 1) -> list[int]:
+    """Exact counts of ``texts``; with ``jobs`` > 1 and enough text, in forked processes.
+
+    The encoding is loaded before the fork so the workers share it; the texts reach them
+    through the fork too (nothing is pickled but the counts). Slices are balanced by
+    characters. Where fork is not available it counts in this process.
+    """
+    global _WORK, _ENCODE
+    from lookout_cli.tokens import get_encoding
+
+    encode = get_encoding(encoding).encode_ordinary
+    total = sum(len(t) for t in texts)
+    if jobs <= 1 or total < MIN_PARALLEL_CHARS or len(texts) < 2:
+        return [len(encode(t)) for t in texts]
+    import multiprocessing as mp
+
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return [len(encode(t)) for t in texts]
+    # slices of about equal characters, several per worker so a huge block does not stall one
+    pieces = jobs * 4
+    bounds, start, acc, step = [], 0, 0, total / pieces
+    for i, t in enumerate(texts):
+        acc += len(t)
+        if acc >= step * (len(bounds) + 1) and i + 1 > start:
+            bounds.append((start, i + 1))
+            start = i + 1
+    if start < len(texts):
+        bounds.append((start, len(texts)))
+    _WORK, _ENCODE = texts, encode
+    try:
+        with ctx.Pool(jobs) as pool:
+            parts = pool.map(_count_slice, bounds, chunksize=1)
+    finally:
+        _WORK, _ENCODE = [], None
+    return [n for part in parts for n in part]
