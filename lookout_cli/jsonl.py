@@ -8,7 +8,9 @@ compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
@@ -24,15 +26,49 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        # 1e400 is JSON, but a double cannot hold it: written back it would become Infinity,
+        # which is not. Treat the line as one lookout cannot read (it passes through as it is).
+        raise ValueError(f"the number {text[:20]} is too large for a double")
+    return value
+
+
+# orjson reads JSON nested up to 1,024 levels; the standard library's parser and writer count
+# those levels against the interpreter's recursion limit (1,000), so give them room.
+DEEPEST = 1024
+
+
+@contextlib.contextmanager
+def _room_for_nesting() -> Iterator[None]:
+    limit = sys.getrecursionlimit()
+    if limit < 4 * DEEPEST:
+        sys.setrecursionlimit(4 * DEEPEST)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _loads(data: bytes | str) -> Any:
+    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def loads_exact(data: bytes | str) -> Any:
-    """Parse JSON exactly: big integers stay integers, lone surrogates survive."""
-    return json.loads(data, parse_constant=_reject_constant)
+    """Parse JSON exactly: big integers stay integers, lone surrogates survive; numbers too
+    large for a double and the non-JSON NaN/Infinity are refused (ValueError). Nesting as deep
+    as orjson reads is fine."""
+    with _room_for_nesting():
+        return _loads(data)
 
 
 def dumps_compact(obj: Any) -> bytes:
     """Serialise like the agents do: no spaces, non-ASCII unescaped. A lone surrogate (only
     possible inside a string) is written as its ``\\udXXX`` escape, never as invalid UTF-8."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
+    with _room_for_nesting():
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
 
 
 class Record:
@@ -76,8 +112,8 @@ class Record:
                 try:
                     self._obj = orjson.loads(body)
                 except orjson.JSONDecodeError:
-                    try:
-                        self._obj = loads_exact(body)
+                    try:  # what orjson refuses: lone surrogates, and what is not JSON at all
+                        self._obj = _loads(body)  # nested deeper than ~1,000 levels: not read
                     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                         self.error = str(exc).splitlines()[0][:200]
         return self._obj
@@ -114,11 +150,13 @@ def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_B
     """Yield records from a binary stream, never holding more than one bounded line in memory."""
     lineno = 0
     while True:
-        raw = stream.readline(max_record_bytes + 1)
+        # The bound is on the record, not its line ending: read two more bytes for a "\r\n".
+        raw = stream.readline(max_record_bytes + 2)
         if not raw:
             return
         lineno += 1
-        if len(raw) > max_record_bytes and not raw.endswith(b"\n"):
+        ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
+        if len(raw) - ending > max_record_bytes:
             raise LookoutError(
                 f"line {lineno} is longer than {max_record_bytes:,} bytes "
                 "(raise --max-record-bytes if the input is a real transcript)"

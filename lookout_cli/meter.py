@@ -874,6 +874,11 @@ def build_parts(view: View, tokens: list[int], sources: list[SetupSource], count
     if first is not None and missing:
         before = conversation_sum(view, tokens, 0, first.start)
         inferred = max(0, first.usage.prompt - before - known_setup)
+    elif missing and view.compactions and view.usages:
+        # Compacted since the last response: the setup the agent sends is still there, so infer
+        # it from the session's first recorded prompt (its conversation then was one prompt).
+        first = Response(view.usages[0], 0, 0)
+        inferred = max(0, first.usage.prompt - known_setup)
     parts = [p for p in setup.values()]
     if inferred:
         label = " and ".join(SETUP_LABELS[k] for k in missing).capitalize()

@@ -120,8 +120,9 @@ def check_command(name: str, data: bytes, fmt: str, ws: Path) -> bytes:
         assert_clean(second, args)
         assert second.code == 0 and second.out == out, f"{name} is not idempotent"
 
-        # restore gives the content back
-        if restores is not None:
+        # restore gives the content back (an input that already carries restore markers is
+        # restored further back than itself: the pipeline test checks that case)
+        if restores is not None and b"lookout-restore:" not in data:
             back = run_cli(["restore", "-q"], out)
             tally("command runs")
             assert back.code == 0, back.err

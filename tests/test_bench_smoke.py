@@ -1,0 +1,99 @@
+"""A short run of the benchmark suite (bench/) as a smoke check, not a timing gate.
+
+On a generated ~1 MB transcript: lookout's exact counts equal the reference pass's, with a
+cold and a warm token cache and with --jobs 2; the runner prints its ratio table.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, run_lookout
+
+sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
+from bench.generate import FORMATS, Corpus, generate  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return Corpus()
+
+
+def _reference(path, mode="measure") -> dict:
+    out = subprocess.run([sys.executable, "-m", "bench.reference", mode, str(path)], capture_output=True,
+                         check=True, cwd=REPO)
+    return json.loads(out.stdout)
+
+
+def _lookout_text_tokens(path, *extra) -> int:
+    r = run_lookout("measure", "--json", "--no-discover", *extra, str(path))
+    assert r.returncode == 0, r.stderr.decode()
+    report = json.loads(r.stdout)
+    return sum(p["tokens"] for p in report["parts"] if p["group"] == "conversation" and p["key"] != "images")
+
+
+def test_generator_is_seeded_and_sized(tmp_path, corpus):
+    a = generate(tmp_path / "a.jsonl", "claude-code", 0.3, corpus=corpus)
+    b = generate(tmp_path / "b.jsonl", "claude-code", 0.3, corpus=corpus)
+    assert a["sha256"] == b["sha256"] and a["bytes"] >= 300_000
+    c = generate(tmp_path / "c.jsonl", "claude-code", 0.3, seed=1, corpus=corpus)
+    assert c["sha256"] != a["sha256"]
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines()
+    assert all(json.loads(line) for line in lines)
+    kinds = {json.loads(line)["type"] for line in lines}
+    assert {"user", "assistant", "progress"} <= kinds
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_is_detected_and_measured(tmp_path, corpus, fmt):
+    f = tmp_path / f"{fmt}.jsonl"
+    generate(f, fmt, 0.2, corpus=corpus)
+    r = run_lookout("measure", "--json", "--no-discover", str(f))
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["format"] == fmt
+
+
+def test_exact_counts_equal_the_reference_cold_warm_and_parallel(tmp_path, corpus, monkeypatch):
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "cc.jsonl"
+    generate(f, "claude-code", 1, corpus=corpus)
+    ref = _reference(f)["tokens"]
+    assert ref > 100_000
+    assert _lookout_text_tokens(f) == ref  # cold: fills the cache
+    assert (tmp_path / "cache" / "tokens.sqlite3").exists()
+    assert _lookout_text_tokens(f) == ref  # warm
+    assert _lookout_text_tokens(f, "--no-cache", "--jobs", "2") == ref
+    assert _lookout_text_tokens(f, "--no-cache") == ref
+
+
+def test_reference_tail_pass_follows_appends(tmp_path, corpus, monkeypatch):
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    whole = tmp_path / "whole.jsonl"
+    generate(whole, "claude-code", 0.5, corpus=corpus)
+    data = whole.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    grow = tmp_path / "grow.jsonl"
+    grow.write_bytes(data[:cut])
+    assert _reference(grow, "tail")["plan"] == "new"
+    with open(grow, "ab") as fh:
+        fh.write(data[cut:])
+    tail = _reference(grow, "tail")
+    assert tail["plan"] == "append"
+    assert tail["tokens"] == _reference(whole)["tokens"]
+    assert _reference(grow, "tail")["plan"] == "unchanged"
+
+
+def test_runner_prints_the_ratio_table(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "bench", "--only", "B1,B4,B14", "--runs", "1",
+                        "--out", str(tmp_path / "out"), "--json", str(tmp_path / "rows.json")],
+                       capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "| id | scenario | lookout | reference | R |" in r.stdout
+    rows = {row["id"]: row for row in json.loads((tmp_path / "rows.json").read_text())["rows"]}
+    assert set(rows) == {"B1", "B4", "B14"}
+    assert rows["B1"]["lookout"] > 0 and rows["B1"]["reference"] > 0
+    assert "tiktoken" not in rows["B4"]["note"].split("imports:")[1] or "no tiktoken" in rows["B4"]["note"]
+    assert rows["B14"]["ok"] is True  # claude-code counts equal the reference

@@ -1,0 +1,108 @@
+"""The block token-count cache: exact counts, content keys, concurrency, failure tolerance."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from lookout_cli import tokens
+from lookout_cli.token_cache import CachedCounter, TokenCache, block_key, parallel_counts
+
+TEXTS = [
+    "def main():\n    return 0\n",
+    "Ünïcödé prose — with dashes and 漢字 in it.",
+    "a" * 5000,
+    "mentions <|endoftext|> literally",
+    '{"items": [1, 2, 3], "ok": true}',
+]
+
+
+def test_counts_match_the_tokenizer_and_persist(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    with TokenCache("o200k_base", path) as cache:
+        got = [cache.count(t, tokens.count) for t in TEXTS]
+        assert cache.misses == len(TEXTS) and cache.hits == 0
+    assert got == [tokens.count(t) for t in TEXTS]
+    with TokenCache("o200k_base", path) as again:  # a new process would see the same rows
+        assert [again.get(t) for t in TEXTS] == got
+        assert again.hits == len(TEXTS)
+
+
+def test_a_changed_text_or_another_encoding_is_a_miss(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    with TokenCache("o200k_base", path) as cache:
+        cache.count(TEXTS[0], tokens.count)
+    with TokenCache("o200k_base", path) as cache:
+        assert cache.get(TEXTS[0] + " ") is None
+    with TokenCache("cl100k_base", path) as other:
+        assert other.get(TEXTS[0]) is None
+    assert block_key("o200k_base", "x") != block_key("cl100k_base", "x")
+
+
+def test_large_tables_are_read_key_by_key(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    with TokenCache("o200k_base", path) as cache:
+        for t in TEXTS:
+            cache.count(t, tokens.count)
+    with TokenCache("o200k_base", path, preload_limit=1) as cache:
+        assert cache._known is None
+        assert cache.get(TEXTS[1]) == tokens.count(TEXTS[1])
+
+
+def _writer(args):
+    path, start = args
+    with TokenCache("o200k_base", path) as cache:
+        for i in range(start, start + 300):
+            cache.put(f"text {i}", i)
+    return True
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    TokenCache("o200k_base", path).close()
+    with mp.get_context("fork").Pool(4) as pool:
+        assert all(pool.map(_writer, [(str(path), k * 200) for k in range(6)]))
+    with TokenCache("o200k_base", path) as cache:
+        assert all(cache.get(f"text {i}") == i for i in range(0, 1300))
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_a_corrupted_cache_file_does_not_stop_counting(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with TokenCache("o200k_base", path) as cache:
+        assert cache.count(TEXTS[0], tokens.count) == tokens.count(TEXTS[0])
+        assert cache.error
+
+
+def test_cached_counter_counts_like_token_counter(tmp_path):
+    counter = CachedCounter(tokens.TokenCounter("o200k_base"), TokenCache("o200k_base", tmp_path / "c.sqlite3"))
+    assert counter.count_many(TEXTS) == [tokens.count(t) for t in TEXTS]
+    assert counter.count("") == 0
+    counter.close()
+    warm = CachedCounter(tokens.TokenCounter("o200k_base"), TokenCache("o200k_base", tmp_path / "c.sqlite3"))
+    assert warm.count_many(TEXTS) == [tokens.count(t) for t in TEXTS]
+    assert warm.cache.misses == 0
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_parallel_counts_equal_serial(jobs, monkeypatch):
+    import lookout_cli.token_cache as tc
+
+    monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)  # fork even for this small input
+    texts = [t * k for k in range(1, 8) for t in TEXTS]
+    assert parallel_counts(texts, "o200k_base", jobs) == [tokens.count(t) for t in texts]
+
+
+def test_prefill_fills_the_cache(tmp_path, monkeypatch):
+    import lookout_cli.token_cache as tc
+
+    monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
+    counter = CachedCounter(tokens.TokenCounter("o200k_base"), TokenCache("o200k_base", tmp_path / "c.sqlite3"))
+    counter.prefill(TEXTS * 2, jobs=2)
+    counter.close()
+    with TokenCache("o200k_base", tmp_path / "c.sqlite3") as cache:
+        assert [cache.get(t) for t in TEXTS] == [tokens.count(t) for t in TEXTS]
