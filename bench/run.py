@@ -258,7 +258,11 @@ class Suite:
     def incremental(self, f_big: Path, runs: int) -> None:
         grow = self.tmp / "grow.jsonl"
         shutil.copyfile(f_big, grow)
-        extra = self.file("claude-code", self.small).read_bytes()
+        # the next 1 MB of the same session: the generator is seeded, so the (big + 1) MB file
+        # starts with the big one's bytes and continues its chain with new blocks
+        longer = self.file("claude-code", self.big + self.small).read_bytes()
+        assert longer[: f_big.stat().st_size] == f_big.read_bytes(), "generator lost its prefix property"
+        extra = longer[f_big.stat().st_size:]
         env = self.cold_env()
         run_once([*LOOKOUT, "measure", "-q", "--no-discover", str(grow)], None, env)
         run_once([*REF, "tail", str(grow)], None, env)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from dataclasses import dataclass
 
 from lookout_cli.formats import Transcript
-from lookout_cli.saved import MARKER, Saved, SavedStore, placeholder
+from lookout_cli.saved import EXTENSIONS, MARKER, Saved, SavedStore, placeholder
+from lookout_cli.tokens import estimate
 from lookout_cli.view import IMAGE, Item
 
 
@@ -21,6 +23,17 @@ class Cleared:
     content: Saved  # the cleared content, for the agent to read again
     text: str  # the placeholder now in its place
     nbytes: int  # bytes removed from the context
+
+
+# Clamp a middle only when it is clearly larger than the placeholder left in its place.
+CLAMP_WORTH = 1.25
+
+
+def _name(store: SavedStore, data: bytes, kind: str) -> Saved:
+    """The name ``store.put`` would give ``data``, without writing anything."""
+    sha = hashlib.sha256(data).hexdigest()
+    path = store.path_for(sha, EXTENSIONS.get(kind, ".bin"))
+    return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), len(data))
 
 
 def is_cleared(item: Item) -> bool:
@@ -71,8 +84,16 @@ def clamp_item(store: SavedStore, transcript: Transcript, item: Item, head: int,
     middle = text[cut_start:cut_end]
     first_line = text.count("\n", 0, cut_start) + 1
     last_line = first_line + middle.count("\n") - (1 if middle.endswith("\n") else 0)
+    data = text.encode("utf-8", "surrogatepass")
+    # Work out the placeholder before saving anything: a middle no larger than the note that
+    # would replace it stays (clamping it would grow the context, not shrink it).
+    raw = item.record.raw
+    would_be = placeholder(f"{what}, lines {first_line}-{last_line}", _name(store, data, "text"),
+                           None if raw is None else _name(store, raw, "record"), lines=(first_line, last_line))
+    if estimate(middle) <= CLAMP_WORTH * estimate(would_be + "\n"):
+        return None
     original = save_record(store, item)
-    full = store.put(text.encode("utf-8", "surrogatepass"), "text", tool=item.tool, call_id=item.call_id)
+    full = store.put(data, "text", tool=item.tool, call_id=item.call_id)
     note = placeholder(f"{what}, lines {first_line}-{last_line}", full, original,
                        lines=(first_line, last_line))
     new_text = text[:cut_start] + note + "\n" + text[cut_end:]
