@@ -261,6 +261,16 @@ class Suite:
         # the next 1 MB of the same session: the generator is seeded, so the (big + 1) MB file
         # starts with the big one's bytes and continues its chain with new blocks
         longer = self.file("claude-code", self.big + self.small).read_bytes()
+        if longer[: f_big.stat().st_size] != f_big.read_bytes():
+            # the corpus is the repository's own text: files generated before it changed differ
+            # (and other files may change meanwhile): make both from one corpus, now
+            corpus = Corpus()
+            generate(f_big, "claude-code", self.big, corpus=corpus)
+            longer_path = self.tmp / "longer.jsonl"
+            generate(longer_path, "claude-code", self.big + self.small, corpus=corpus)
+            longer = longer_path.read_bytes()
+            longer_path.unlink()
+            shutil.copyfile(f_big, grow)
         assert longer[: f_big.stat().st_size] == f_big.read_bytes(), "generator lost its prefix property"
         extra = longer[f_big.stat().st_size:]
         env = self.cold_env()
