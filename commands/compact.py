@@ -125,36 +125,11 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
         now = parse_time(now_text)
         if now is None:
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
-    threshold = run.setting("compaction.threshold_percent", threshold_percent)
-    if threshold is not None:
-        from lookout_cli.budget import parse_percent
-
-        try:
-            threshold = parse_percent(threshold)
-        except LookoutError as exc:
-            raise LookoutError(f"compaction.threshold_percent: {exc}") from None
-    options = compactor.Options(
-        force=force,
-        stages=tuple(stages) or None,
-        instructions=instructions,
-        on_failure=str(run.setting("compaction.on_failure", on_failure, "stop")),
-        auto=_bool(run, "compaction.auto", None, True),
-        model=run.setting("model", model_name),
-        budget=run.setting("budget", budget),
-        threshold_percent=threshold,
-        reserved=run.setting("compaction.reserved", reserved),
-        prune=_bool(run, "compaction.prune", prune, True),
-        tail_turns=_int(run, "compaction.tail_turns", tail_turns, 2),
-        preserve_recent_tokens=_int(run, "compaction.preserve_recent_tokens", preserve_recent_tokens, 8_000),
-        max_tool_output_chars=_int(run, "max_tool_output_chars", max_tool_output_chars, 50_000),
-        summary_tokens=_int(run, "compaction.summary_tokens", None, 20_000),
-        protect_tokens=_int(run, "compaction.prune_protect_tokens", None, 40_000),
-        prune_minimum=_int(run, "compaction.prune_minimum_tokens", None, 20_000),
-        estimate=estimate,
-        now=now,
-        models_config=run.setting("models", None, None),
-        dry_run=run.dry_run,
-    )
+    options = options_from_run(run, force=force, stages=tuple(stages) or None, instructions=instructions,
+                               on_failure=on_failure, model_name=model_name, budget=budget,
+                               threshold_percent=threshold_percent, reserved=reserved, prune=prune,
+                               tail_turns=tail_turns, preserve_recent_tokens=preserve_recent_tokens,
+                               max_tool_output_chars=max_tool_output_chars, estimate=estimate, now=now)
     if options.on_failure not in ("stop", "truncate"):
         raise LookoutError(f"compaction.on_failure: {options.on_failure!r} is not stop or truncate")
     try:
@@ -213,3 +188,43 @@ def _tell(run: Run, result) -> None:
         run.warn(f"still over the goal after compacting ({result.after:,} tokens, goal {result.fit_at:,})")
     if result.failure:
         run.warn(f"the summary was refused ({result.failure}); the oldest turns were dropped instead")
+
+
+def options_from_run(run: Run, *, force: bool = False, stages=None, instructions=None, on_failure=None,
+                     model_name=None, budget=None, threshold_percent=None, reserved=None, prune=None,
+                     tail_turns=None, preserve_recent_tokens=None, max_tool_output_chars=None,
+                     estimate: bool = False, now=None):
+    """The compaction options from flags (None: not given), the config file and the defaults.
+    prepare-idle builds its options here too, so both commands read the same keys."""
+    from lookout_cli import compactor
+
+    threshold = run.setting("compaction.threshold_percent", threshold_percent)
+    if threshold is not None:
+        from lookout_cli.budget import parse_percent
+
+        try:
+            threshold = parse_percent(threshold)
+        except LookoutError as exc:
+            raise LookoutError(f"compaction.threshold_percent: {exc}") from None
+    return compactor.Options(
+        force=force,
+        stages=stages,
+        instructions=instructions,
+        on_failure=str(run.setting("compaction.on_failure", on_failure, "stop")),
+        auto=_bool(run, "compaction.auto", None, True),
+        model=run.setting("model", model_name),
+        budget=run.setting("budget", budget),
+        threshold_percent=threshold,
+        reserved=run.setting("compaction.reserved", reserved),
+        prune=_bool(run, "compaction.prune", prune, True),
+        tail_turns=_int(run, "compaction.tail_turns", tail_turns, 2),
+        preserve_recent_tokens=_int(run, "compaction.preserve_recent_tokens", preserve_recent_tokens, 8_000),
+        max_tool_output_chars=_int(run, "max_tool_output_chars", max_tool_output_chars, 50_000),
+        summary_tokens=_int(run, "compaction.summary_tokens", None, 20_000),
+        protect_tokens=_int(run, "compaction.prune_protect_tokens", None, 40_000),
+        prune_minimum=_int(run, "compaction.prune_minimum_tokens", None, 20_000),
+        estimate=estimate,
+        now=now,
+        models_config=run.setting("models", None, None),
+        dry_run=run.dry_run,
+    )

@@ -237,37 +237,10 @@ def _number(run: Run, key: str, flag, default, kind=float):
 
 def _compact_options(run: Run, model_name, budget, instructions, now: dt.datetime):
     """The options ``lookout compact`` would use now (the same config keys), forced."""
-    from lookout_cli import compactor
-    from lookout_cli.commands.compact import _bool, _int
+    from lookout_cli.commands.compact import options_from_run
 
-    threshold = run.setting("compaction.threshold_percent", None)
-    if threshold is not None:
-        from lookout_cli.budget import parse_percent
-
-        try:
-            threshold = parse_percent(threshold)
-        except LookoutError as exc:
-            raise LookoutError(f"compaction.threshold_percent: {exc}") from None
-    return compactor.Options(
-        force=True,
-        instructions=instructions,
-        on_failure="stop",
-        auto=_bool(run, "compaction.auto", None, True),
-        model=run.setting("model", model_name),
-        budget=run.setting("budget", budget),
-        threshold_percent=threshold,
-        reserved=run.setting("compaction.reserved", None),
-        prune=_bool(run, "compaction.prune", None, True),
-        tail_turns=_int(run, "compaction.tail_turns", None, 2),
-        preserve_recent_tokens=_int(run, "compaction.preserve_recent_tokens", None, 8_000),
-        max_tool_output_chars=_int(run, "max_tool_output_chars", None, 50_000),
-        summary_tokens=_int(run, "compaction.summary_tokens", None, 20_000),
-        protect_tokens=_int(run, "compaction.prune_protect_tokens", None, 40_000),
-        prune_minimum=_int(run, "compaction.prune_minimum_tokens", None, 20_000),
-        now=now,
-        models_config=run.setting("models", None, None),
-        dry_run=run.dry_run,
-    )
+    return options_from_run(run, force=True, instructions=instructions, on_failure="stop",
+                            model_name=model_name, budget=budget, now=now)
 
 
 # --- the chat ---------------------------------------------------------------------------------------
