@@ -44,7 +44,7 @@ def run(long: bool, workers: str, extra: list[str]) -> tuple[int, dict, dict, fl
         if long:
             env["LOOKOUT_LONG_TESTS"] = "1"
         tests = sorted(str(p) for p in (REPO / "tests").glob("test_reliability_*.py"))
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, "-rxX", *tests, *extra]
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, "-rxX", *tests, *extra]
         started = time.monotonic()
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
         took = time.monotonic() - started
@@ -55,8 +55,8 @@ def run(long: bool, workers: str, extra: list[str]) -> tuple[int, dict, dict, fl
                 entry.pop("pid", None)
                 totals.update(entry)
     outcome = {}
-    tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    for count, what in re.findall(r"(\d+) (passed|failed|xfailed|xpassed|skipped|errors?)", tail):
+    summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
+    for count, what in re.findall(r"(\d+) (passed|failed|xfailed|xpassed|skipped|errors?)", summary[-1] if summary else ""):
         outcome[what] = int(count)
     if done.returncode:
         sys.stdout.write(done.stdout[-20000:])

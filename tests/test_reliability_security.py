@@ -14,7 +14,6 @@ import os
 import stat
 import struct
 import subprocess
-import sys
 import zipfile
 import zlib
 from pathlib import Path
@@ -106,18 +105,26 @@ def _zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]]) -> bytes:
     return out.getvalue()
 
 
-def _export(tmp_path: Path, env: dict) -> bytes:
-    """A real export of a scope, to graft attacks onto."""
-    project = tmp_path / "exporter"
-    project.mkdir(exist_ok=True)
-    for note in ("The CI needs Docker running", "Releases are tagged from main"):
-        subprocess.run([*lookout_exe(), "memory", "save", "-q", "-P", str(project), note], env=env, check=True,
-                       capture_output=True, timeout=300)
-    target = tmp_path / "export.zip"
-    done = subprocess.run([*lookout_exe(), "memory", "export", "-q", "-P", str(project), "-o", str(target)],
-                          env=env, capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr.decode()
-    return target.read_bytes()
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> bytes:
+    """A real export of a project scope (made once), to graft attacks onto."""
+    root = tmp_path_factory.mktemp("exporter")
+    saved = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "XDG_CONFIG_HOME")}
+    os.environ.update(XDG_DATA_HOME=str(root / "data"), XDG_CONFIG_HOME=str(root / "config"))
+    try:
+        project = root / "project"
+        project.mkdir()
+        for note in ("The CI needs Docker running", "Releases are tagged from main"):
+            assert run_cli(["memory", "save", "-q", "-P", str(project), note]).code == 0
+        done = run_cli(["memory", "export", "-q", "-P", str(project), "-o", str(root / "export.zip")])
+        assert done.code == 0, done.err
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return (root / "export.zip").read_bytes()
 
 
 def _graft(real: bytes, extra: list[tuple[str | zipfile.ZipInfo, bytes]]) -> bytes:
@@ -141,6 +148,8 @@ def _env(tmp_path: Path) -> dict:
 
 
 def _files_under(folder: Path) -> dict[str, bytes]:
+    if not folder.exists():
+        return {}
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
@@ -156,26 +165,24 @@ ZIP_ATTACKS = {
 
 
 @pytest.mark.parametrize("attack", list(ZIP_ATTACKS))
-def test_memory_import_refuses_zip_slip_and_links(attack, tmp_path):
-    env = _env(tmp_path)
-    real = _export(tmp_path, env)
+def test_memory_import_refuses_zip_slip_and_links(attack, exported, tmp_path, isolated_env):
     (tmp_path / "victim.txt").write_text("untouched\n")
     bad = tmp_path / "bad.zip"
-    bad.write_bytes(_graft(real, ZIP_ATTACKS[attack](tmp_path)))
+    bad.write_bytes(_graft(exported, ZIP_ATTACKS[attack](tmp_path)))
     project = tmp_path / "importer"
     project.mkdir()
-    before = _files_under(tmp_path / "data")
-    done = subprocess.run([*lookout_exe(), "memory", "import", "-P", str(project), str(bad)], env=env,
-                          cwd=project, capture_output=True, timeout=300)
+    data = isolated_env / "data"
+    before = _files_under(data)
+    with workdir(project):
+        done = run_cli(["memory", "import", "-P", str(project), str(bad)])
     tally("bad inputs tried")
-    err = done.stderr.decode()
-    assert done.returncode == 2, err
-    assert "Traceback" not in err and "internal error" not in err
+    assert_clean(done, ["memory", "import"])
+    assert done.code == 2, done.err
     assert (tmp_path / "victim.txt").read_text() == "untouched\n"
     for escaped in tmp_path.rglob("escaped*.md"):
         pytest.fail(f"zip slip wrote {escaped}")
     assert not (tmp_path / "absolute-escape.md").exists()
-    assert _files_under(tmp_path / "data") == before  # refused without writing anything
+    assert _files_under(data) == before  # refused without writing anything
 
 
 def _deflate_zeros(total: int) -> tuple[bytes, int]:
@@ -214,7 +221,7 @@ def _run_measured(cmd: list[str], env: dict, cwd: Path) -> tuple[int, str, int]:
 
 @pytest.mark.parametrize("entry", ["everywhere/MEMORY.md", "everywhere/bomb.md"])
 def test_memory_import_refuses_a_zip_bomb_with_bounded_memory(entry, tmp_path):
-    size = (1024 if LONG else 256) * 1024 * 1024
+    size = (1024 if LONG else 96) * 1024 * 1024
     bomb = tmp_path / "bomb.zip"
     bomb.write_bytes(_bomb_zip(entry, size))
     assert bomb.stat().st_size < size // 500
@@ -234,36 +241,32 @@ def test_memory_import_refuses_a_zip_with_too_many_entries(tmp_path):
     entries = [(f"everywhere/n{i}.md", b"- x\n") for i in range(20_000)]
     bad = tmp_path / "many.zip"
     bad.write_bytes(_zip([("everywhere/MEMORY.md", MEMORY_MD.encode()), *entries]))
-    env = _env(tmp_path)
     project = tmp_path / "p"
     project.mkdir()
-    code, err, peak_kib = _run_measured([*lookout_exe(), "memory", "import", "-P", str(project), str(bad)],
-                                        env, project)
+    done = run_cli(["memory", "import", "-P", str(project), str(bad)])
     tally("bad inputs tried")
-    assert code in (0, 2), err
-    assert "Traceback" not in err and "internal error" not in err, err
-    listed = subprocess.run([*lookout_exe(), "memory", "list", "--json", "-P", str(project)], env=env,
-                            capture_output=True, timeout=300)
-    assert len(listed.stdout.splitlines()) <= 200  # a scope's limit holds
+    assert_clean(done, ["memory", "import"])
+    listed = run_cli(["memory", "list", "--json", "-P", str(project)])
+    assert len(listed.out.splitlines()) <= 200  # a scope's limit holds
 
 
-def test_memory_ids_cannot_traverse(tmp_path):
-    env = _env(tmp_path)
+def test_memory_ids_cannot_traverse(tmp_path, isolated_env):
     (tmp_path / "victim.md").write_text("keep me\n")
     project = tmp_path / "p"
     project.mkdir()
-    subprocess.run([*lookout_exe(), "memory", "save", "-q", "-P", str(project), "A harmless note"], env=env,
-                   check=True, capture_output=True, timeout=300)
-    for args in (["show", "../../../../victim"], ["forget", "../../../../victim"], ["edit", "../../../../victim",
-                 "--note", "overwritten by an edit"], ["restore", "../../../../victim"], ["show", "/etc/passwd"]):
-        done = subprocess.run([*lookout_exe(), "memory", *args, "-P", str(project)], env=env, capture_output=True,
-                              timeout=300)
-        tally("bad inputs tried")
-        err = done.stderr.decode()
-        assert done.returncode in (1, 2), err
-        assert "Traceback" not in err and "internal error" not in err, err
-        assert b"root:x:0:0" not in done.stdout
+    assert run_cli(["memory", "save", "-q", "-P", str(project), "A harmless note"]).code == 0
+    scope = run_cli(["memory", "path", "-P", str(project)]).out.decode().strip()
+    depth = "../" * (len(Path(scope).relative_to(tmp_path.anchor).parts) + 2)
+    for target in (f"{depth}{str(tmp_path)[1:]}/victim", "../../../../victim", "/etc/passwd", "..", "."):
+        for args in (["show", target], ["forget", target], ["edit", target, "--note", "overwritten by an edit"],
+                     ["restore", target]):
+            done = run_cli(["memory", *args, "-P", str(project)])
+            tally("bad inputs tried")
+            assert_clean(done, ["memory", *args])
+            assert done.code in (1, 2), done.err
+            assert b"root:x:0:0" not in done.out and b"keep me" not in done.out
     assert (tmp_path / "victim.md").read_text() == "keep me\n"
+    assert [n for n in run_cli(["memory", "list", "--json", "-P", str(project)]).out.splitlines()]
 
 
 # --- image decompression bombs ---------------------------------------------------------------
@@ -283,7 +286,8 @@ def _png_bomb(width: int, height: int, rows: int | None = None) -> bytes:
 
 BOMBS = {
     "over-pillow-limit": (60_000, 60_000, 4),  # 3.6 billion pixels declared, a few rows present
-    "under-pillow-limit": (9_000, 9_000, None),  # 81 million pixels, all present (81 MB decoded)
+    # all rows present: 81 million pixels (81 MB decoded) in the long form, 25 million in CI
+    "under-pillow-limit": (9_000, 9_000, None) if LONG else (5_000, 5_000, None),
     "one-long-side": (200_000, 1, None),
 }
 
@@ -318,19 +322,18 @@ def test_clear_images_repair_with_an_image_bomb(bomb, tmp_path):
     assert code in (0, 2), err
     assert "Traceback" not in err and "internal error" not in err, err
     assert peak_kib < 700 * 1024, f"peak memory {peak_kib} KiB for a {width}x{height} image"
-    if code == 0:  # whatever it did, restore gives the original back
-        out = (tmp_path / "out.jsonl").read_bytes()
-        back = subprocess.run([*lookout_exe(), "restore", "-q"], input=out, env=env, capture_output=True, timeout=300)
-        assert back.stdout == chat.read_bytes()
+    if code == 0:  # the output is whole (restoring a shrunk image: see the regressions file)
+        for line in (tmp_path / "out.jsonl").read_bytes().splitlines():
+            json.loads(line)
 
 
 # --- secrets in memory -----------------------------------------------------------------------
 SECRETS = [
     "password=hunter2-correct-horse-battery",
-    "AWS key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AWS key AKIAQ3ZJ7XK2LMNOP4RS for the uploads bucket",
     "my token is ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
     "use sk-proj-0123456789abcdefghijklmnopqrstuvwxyz0123456789ab for the API",
-    "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
+    "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB",
     "the db is postgres://admin:s3cr3tP4ssw0rd@db.internal:5432/prod",
     "slack xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx",
     "jwt eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
@@ -342,41 +345,33 @@ def _secret_part(text: str) -> str:
 
 
 @pytest.mark.parametrize("secret", SECRETS)
-def test_memory_refuses_secrets_and_never_writes_them(secret, tmp_path):
-    env = _env(tmp_path)
+def test_memory_refuses_secrets_and_never_writes_them(secret, tmp_path, isolated_env):
     project = tmp_path / "p"
     project.mkdir()
-    saved = subprocess.run([*lookout_exe(), "memory", "save", "-P", str(project), f"Note: {secret}"], env=env,
-                           capture_output=True, timeout=300)
+    saved = run_cli(["memory", "save", "-P", str(project), f"Note: {secret}"])
     tally("bad inputs tried")
-    err = saved.stderr.decode()
-    assert saved.returncode == 2, err
-    assert _secret_part(secret) not in err, "the refusal must mask the secret"
+    assert_clean(saved, ["memory", "save"])
+    assert saved.code == 2, saved.err
+    assert _secret_part(secret) not in saved.err, "the refusal must mask the secret"
     # the same secret through a chat the user asked to remember
-    chat = tmp_path / "chat.jsonl"
-    chat.write_bytes(json.dumps({"role": "user", "content": f"remember that {secret}"}).encode() + b"\n")
-    learned = subprocess.run([*lookout_exe(), "memory", "learn", "-q", str(chat)], env=env, cwd=project,
-                             capture_output=True, timeout=300)
+    chat = json.dumps({"role": "user", "content": f"remember that {secret}"}).encode() + b"\n"
+    with workdir(project):
+        learned = run_cli(["memory", "learn", "-q"], chat)
     tally("bad inputs tried")
-    assert learned.returncode in (0, 2), learned.stderr.decode()
+    assert_clean(learned, ["memory", "learn"])
     # nothing under the data folder holds it
-    for path in (tmp_path / "data").rglob("*") if (tmp_path / "data").exists() else ():
-        if path.is_file():
-            assert _secret_part(secret).encode() not in path.read_bytes(), f"{path} holds the secret"
+    for path, content in _files_under(isolated_env / "data").items():
+        assert _secret_part(secret).encode() not in content, f"{path} holds the secret"
 
 
-def test_memory_import_leaves_out_secrets(tmp_path):
-    env = _env(tmp_path)
+def test_memory_import_leaves_out_secrets(tmp_path, isolated_env):
     folder = tmp_path / "incoming"
     folder.mkdir()
     (folder / "MEMORY.md").write_text("# Memory\n\n- The CI needs Docker\n- " + SECRETS[2] + "\n")
     project = tmp_path / "p"
     project.mkdir()
-    done = subprocess.run([*lookout_exe(), "memory", "import", "-P", str(project), str(folder)], env=env,
-                          capture_output=True, timeout=300)
+    done = run_cli(["memory", "import", "-P", str(project), str(folder)])
     tally("bad inputs tried")
-    assert done.returncode in (0, 2), done.stderr.decode()
-    assert "Traceback" not in done.stderr.decode()
-    for path in (tmp_path / "data").rglob("*"):
-        if path.is_file():
-            assert b"ghp_0123456789" not in path.read_bytes()
+    assert_clean(done, ["memory", "import"])
+    for path, content in _files_under(isolated_env / "data").items():
+        assert b"ghp_0123456789" not in content, f"{path} holds the secret"
