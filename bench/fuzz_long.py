@@ -36,15 +36,17 @@ FIGURES = [
 ]
 
 
-def run(long: bool, workers: str, extra: list[str]) -> tuple[int, dict, dict, float]:
+def run(long: bool, workers: str, extra: list[str], shrink: bool = False) -> tuple[int, dict, dict, float]:
     with tempfile.TemporaryDirectory() as tmp:
         stats = Path(tmp) / "stats.jsonl"
         env = {**os.environ, "LOOKOUT_RELIABILITY_STATS": str(stats)}
         env.pop("LOOKOUT_LONG_TESTS", None)
         if long:
             env["LOOKOUT_LONG_TESTS"] = "1"
+        if not shrink:  # report a failing example as found (shrinking one can take minutes)
+            env["LOOKOUT_NO_SHRINK"] = "1"
         tests = sorted(str(p) for p in (REPO / "tests").glob("test_reliability_*.py"))
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, "-rxX", *tests, *extra]
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, "-rfExX", *tests, *extra]
         started = time.monotonic()
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
         took = time.monotonic() - started
@@ -79,9 +81,10 @@ def main() -> int:
     parser.add_argument("--ci", action="store_true", help="the bounded CI form instead of the long one")
     parser.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers (default: auto)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--shrink", action="store_true", help="let hypothesis shrink failing examples")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
-    code, totals, outcome, took = run(not args.ci, args.workers, args.pytest_args)
+    code, totals, outcome, took = run(not args.ci, args.workers, args.pytest_args, args.shrink)
     print(table(totals, outcome, took, not args.ci))
     if args.json:
         Path(args.json).write_text(json.dumps({"long": not args.ci, "seconds": round(took, 1), "outcome": outcome,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from dataclasses import dataclass
 
 from lookout_cli.formats import Transcript
@@ -29,11 +28,11 @@ class Cleared:
 CLAMP_WORTH = 1.25
 
 
-def _name(store: SavedStore, data: bytes, kind: str) -> Saved:
-    """The name ``store.put`` would give ``data``, without writing anything."""
-    sha = hashlib.sha256(data).hexdigest()
+def _stand_in(store: SavedStore, nbytes: int, kind: str) -> Saved:
+    """A saved file's name as long as the real one, with a fixed hash (nothing is written)."""
+    sha = "0" * 64
     path = store.path_for(sha, EXTENSIONS.get(kind, ".bin"))
-    return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), len(data))
+    return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), nbytes)
 
 
 def is_cleared(item: Item) -> bool:
@@ -86,10 +85,11 @@ def clamp_item(store: SavedStore, transcript: Transcript, item: Item, head: int,
     last_line = first_line + middle.count("\n") - (1 if middle.endswith("\n") else 0)
     data = text.encode("utf-8", "surrogatepass")
     # Work out the placeholder before saving anything: a middle no larger than the note that
-    # would replace it stays (clamping it would grow the context, not shrink it).
-    raw = item.record.raw
-    would_be = placeholder(f"{what}, lines {first_line}-{last_line}", _name(store, data, "text"),
-                           None if raw is None else _name(store, raw, "record"), lines=(first_line, last_line))
+    # would replace it stays (clamping it would grow the context, not shrink it). The note is
+    # sized with a stand-in hash, so the same output gets the same answer on every run.
+    would_be = placeholder(f"{what}, lines {first_line}-{last_line}", _stand_in(store, len(data), "text"),
+                           None if item.record.raw is None else _stand_in(store, 0, "record"),
+                           lines=(first_line, last_line))
     if estimate(middle) <= CLAMP_WORTH * estimate(would_be + "\n"):
         return None
     original = save_record(store, item)
