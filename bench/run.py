@@ -34,6 +34,16 @@ LOOKOUT = [PY, "-m", "lookout_cli"]
 REF = [PY, "-m", "bench.reference"]
 
 
+def _package_dirs() -> list[str]:
+    import lookout_cli
+    import lookout_cli.commands
+
+    return [str(Path(m.__file__).parent) for m in (lookout_cli, lookout_cli.commands)] + [str(ROOT / "bench")]
+
+
+PACKAGE_DIRS = _package_dirs()
+
+
 @dataclass
 class Row:
     id: str
@@ -130,6 +140,11 @@ class Suite:
                        ("XDG_CONFIG_HOME", "xdg-config"), ("XDG_DATA_HOME", "xdg-data")):
             self.env[k] = str(self.tmp / sub)
         self.env["NO_COLOR"] = "1"
+        # Time lookout as installed: pip compiles a wheel's modules, so every run reads bytecode.
+        # With PYTHONDONTWRITEBYTECODE (set in some shells and CI images) an editable install
+        # would compile every module it imports on every run, ~0.1 s the reference never pays.
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run([PY, "-m", "compileall", "-q", *PACKAGE_DIRS], check=False, env=self.env)
         self.corpus = None
         self.rows: list[Row] = []
         self.files: dict[str, dict] = {}

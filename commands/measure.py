@@ -10,7 +10,8 @@ import click
 import orjson
 
 from lookout_cli.errors import CheckFailed, LookoutError
-from lookout_cli.meter import PRESETS, Settings, measure as measure_view, parse_time
+from lookout_cli import meter_snapshot
+from lookout_cli.meter import PRESETS, Settings, last_timed, measure as measure_view, parse_time
 from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options
 from lookout_cli.term import wants_color
@@ -52,8 +53,10 @@ output with --report-only (text) or --json, and as JSON to --report FILE.
 \b
 Counts of text blocks are kept in a cache keyed by content (tokens.sqlite3 in the cache
 folder, $LOOKOUT_CACHE_DIR or $XDG_CACHE_HOME/lookout), so measuring a grown or rewritten
-transcript again tokenizes only new blocks; --no-cache turns it off. --jobs N counts a cold
-pass in N processes.
+transcript again tokenizes only new blocks. A FILE measured before and unchanged since (same
+inode, size, time and guard hashes; same settings and setup files) is not parsed again: its
+figures are reused and only the warm-cache time is worked out anew. --no-cache turns both
+off. --jobs N counts a cold pass in N processes.
 
 \b
 Every figure is marked exact (a provider count recorded in the transcript: the last response's
@@ -117,16 +120,24 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
     settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
                             skills_file, no_discover, preset, now)
-    transcript = run.load()
-    view = transcript.view()
-    counter = make_counter(view, settings, jobs=_jobs(run.setting("measure.jobs", jobs, 1)),
-                           cache=not no_cache and _flag(run.setting("measure.cache", None, True)))
-    try:
-        meter = measure_view(view, settings, counter=counter)
-    finally:
-        close = getattr(counter, "close", None)
-        if close is not None:
-            close()  # writes the new counts to the cache in one transaction
+    cache = not no_cache and _flag(run.setting("measure.cache", None, True))
+    remembered = cache and run.source is not None
+    meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
+    transcript = None
+    if meter is None:
+        transcript = run.load()
+        view = transcript.view()
+        counter = make_counter(view, settings, jobs=_jobs(run.setting("measure.jobs", jobs, 1)), cache=cache)
+        try:
+            meter = measure_view(view, settings, counter=counter)
+        finally:
+            close = getattr(counter, "close", None)
+            if close is not None:
+                close()  # writes the new counts to the cache in one transaction
+        if remembered and run.clean:
+            measured = sum(len(r.raw) for r in transcript.records if r.raw)
+            meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
+                                last_timed(view.usages))
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
         from lookout_cli.plot import draw
@@ -136,8 +147,14 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         except OSError as exc:
             raise LookoutError(f"--plot: {plot_path}: {exc.strerror or exc}") from None
     params = click.get_current_context().params
+    def finish(report: dict | None = None) -> None:
+        if transcript is None:
+            run.pass_through(report)  # measured before and unchanged since: nothing was parsed
+        else:
+            run.finish(transcript, report)
+
     if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
-        run.finish(transcript)  # the transcript still goes where -o / -i send it
+        finish()  # the transcript still goes where -o / -i send it
     if json_out:
         _stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         run.write_report(report)
@@ -147,7 +164,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         _stdout(render(meter, style, run.source, fail_at).encode())
         run.write_report(report)
     else:
-        run.finish(transcript, report)
+        finish(report)
         if not run.reporter.quiet:
             click.echo(render(meter, run.reporter.style, run.source, fail_at), err=True, nl=False,
                        color=run.reporter.color)

@@ -1,8 +1,5 @@
 """lookout: manage an AI coding agent's context window from its JSONL transcript."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("lookout")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+# Written here, not read with importlib.metadata: that import alone costs every run ~70 ms.
+# pyproject.toml takes the package version from this line.
+__version__ = "0.1.0"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
@@ -193,8 +194,39 @@ class RecordWriter:
         for record in records:
             self.write(record, original)
 
+    def copy_from(self, source: IO[bytes], chunk: int = 1 << 20) -> None:
+        """Copy a whole input stream byte for byte (a transcript nothing needed to parse);
+        from file to file or pipe in the kernel when it can (sendfile), else through memory."""
+        try:
+            self.stream.flush()
+            sent = _sendfile(source, self.stream)
+            source.seek(sent)
+            while block := source.read(chunk):
+                self.stream.write(block)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
     def flush(self) -> None:
         try:
             self.stream.flush()
         except BrokenPipeError:
             raise PipeClosed() from None
+
+
+def _sendfile(source: IO[bytes], target: IO[bytes]) -> int:
+    """Bytes of ``source`` copied to ``target`` by os.sendfile (0 where it cannot be used)."""
+    try:
+        src, dst = source.fileno(), target.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 0
+    sent = 0
+    while True:
+        try:
+            n = os.sendfile(dst, src, sent, 1 << 30)
+        except (AttributeError, OSError) as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            return sent  # not supported here: the caller copies the rest
+        if n == 0:
+            return sent
+        sent += n

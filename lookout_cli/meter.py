@@ -13,6 +13,7 @@ first recorded prompt), or a sum of two (``exact+estimated``).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import os
@@ -236,23 +237,52 @@ def first_line(view: View) -> int:
     return min(lines) if lines else 0
 
 
-def locate(view: View, usage: Usage) -> Response | None:
+class _Positions:
+    """Where records and lines sit among a view's items, worked out once so that locating
+    every usage of a long session stays linear."""
+
+    def __init__(self, view: View):
+        items = view.items
+        self.first_line = first_line(view)
+        self.by_record: dict[int, int] = {}
+        for n, item in enumerate(items):
+            self.by_record.setdefault(id(item.record), n)
+        lines = [i.record.lineno for i in items]
+        # line numbers rise along the items in every format but a rewound chain: bisect then
+        self.ordered = all(a <= b for a, b in zip(lines, lines[1:]))
+        self.lines = lines
+        self.assistant = [n for n, i in enumerate(items) if i.role == "assistant"]
+        self.assistant_lines = [lines[n] for n in self.assistant]
+
+    def first_assistant_from(self, items: list[Item], line: int) -> int | None:
+        if self.ordered:
+            k = bisect.bisect_left(self.assistant_lines, line)
+            return self.assistant[k] if k < len(self.assistant) else None
+        return next((n for n in self.assistant if items[n].record.lineno >= line), None)
+
+    def first_after(self, items: list[Item], line: int) -> int:
+        if self.ordered:
+            return bisect.bisect_right(self.lines, line)
+        return next((n for n, i in enumerate(items) if i.record.lineno > line), len(items))
+
+
+def locate(view: View, usage: Usage, positions: _Positions | None = None) -> Response | None:
     """Find the response a usage belongs to among the view's items; None when it lies outside
     the current context (before the last compaction) or no item can be matched."""
     items = view.items
     if not items:
         return None
+    at = positions or _Positions(view)
     line = usage.record.lineno
-    index = next((n for n, i in enumerate(items) if i.record is usage.record), None)
+    index = at.by_record.get(id(usage.record))
     if index is None:
-        if line <= 0 or line < first_line(view):
+        if line <= 0 or line < at.first_line:
             return None
-        index = next((n for n, i in enumerate(items)
-                      if i.role == "assistant" and i.record.lineno >= line), None)
+        index = at.first_assistant_from(items, line)
         if index is None:
             # The response itself is not in the view (a request-body list records it on its own
             # line; a trimmed file may lack it): its prompt was everything before the usage.
-            start = next((n for n, i in enumerate(items) if i.record.lineno > line), len(items))
+            start = at.first_after(items, line)
             return Response(usage, start, start)
     message = items[index].message
     start = index
@@ -266,9 +296,10 @@ def locate(view: View, usage: Usage) -> Response | None:
 
 def responses(view: View) -> list[Response]:
     """Every recorded usage that belongs to the current context, in order."""
+    positions = _Positions(view)
     found = []
     for usage in view.usages:
-        response = locate(view, usage)
+        response = locate(view, usage, positions)
         if response is not None:
             found.append(response)
     return found
@@ -503,20 +534,24 @@ def cache_tier(usages: list[Usage], default_ttl: int | None) -> tuple[str, str] 
     return None
 
 
+def last_timed(usages: list[Usage]) -> str | None:
+    """The timestamp of the newest response that records a readable one."""
+    return next((u.timestamp for u in reversed(usages) if parse_time(u.timestamp)), None)
+
+
 def warm_cache(usages: list[Usage], now: dt.datetime, default_ttl: int | None = None) -> WarmCache | None:
     """How long the provider's cache stays warm from the last response's time and its tier."""
-    timed = [u for u in usages if parse_time(u.timestamp)]
-    if not timed:
-        return None
-    tier = cache_tier(usages, default_ttl)
+    at = parse_time(last_timed(usages))
+    tier = cache_tier(usages, default_ttl) if at else None
     if tier is None:
         return None
-    last = timed[-1]
-    at = parse_time(last.timestamp)
-    assert at is not None
-    expires = at + dt.timedelta(seconds=CACHE_TIERS[tier[0]])
+    return warm_from(tier[0], tier[1], at, now)
+
+
+def warm_from(tier: str, source: str, at: dt.datetime, now: dt.datetime) -> WarmCache:
+    expires = at + dt.timedelta(seconds=CACHE_TIERS[tier])
     left = int((expires - now).total_seconds())
-    return WarmCache(tier[0], tier[1], iso(at), iso(expires), iso(now), left, left <= 0)
+    return WarmCache(tier, source, iso(at), iso(expires), iso(now), left, left <= 0)
 
 
 def iso(when: dt.datetime) -> str:

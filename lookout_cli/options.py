@@ -272,6 +272,22 @@ class Run:
         except OSError as exc:
             raise LookoutError(f"{target}: {exc.strerror or exc}") from None
 
+    def pass_through(self, report: dict | None = None) -> None:
+        """Copy the input file to the output unchanged without parsing it, then the report."""
+        if not self.in_place:
+            try:
+                source = open(self.file, "rb")
+            except OSError as exc:
+                raise LookoutError(f"{self.file}: {exc.strerror or exc}") from None
+            with source, self.writer() as writer:
+                writer.copy_from(source)
+        self.write_report(report or {})
+
+    @property
+    def clean(self) -> bool:
+        """Every line read so far was JSON (nothing was warned about)."""
+        return self._bad_lines == 0
+
     def finish(self, transcript: Transcript, report: dict | None = None, changes: int | None = None) -> None:
         """Write the transcript (the input, untouched, under --dry-run/--check), then the report.
         ``changes`` counts what the command changed or would change (default: edited records)."""

@@ -377,7 +377,8 @@ class _Builder:
         seen_before: set[str] = set()  # response ids of older segments (copies and preserved lines)
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         for n, segment in enumerate(segments):
-            current: dict[str, Usage] = {}
+            current: dict[str, int] = {}  # response id -> its place in view.usages
+            usages = self.view.usages
             for pos in segment:
                 obj = chain.obj(pos)
                 usage = _usage(chain.records[pos], obj)
@@ -387,12 +388,10 @@ class _Builder:
                 if key in seen_before:
                     continue
                 if key in current:  # a split response: the last line's usage, counted once
-                    previous = current[key]
-                    index = self.view.usages.index(previous)
-                    self.view.usages[index] = usage
+                    usages[current[key]] = usage
                 else:
-                    self.view.usages.append(usage)
-                current[key] = usage
+                    current[key] = len(usages)
+                    usages.append(usage)
             seen_before.update(current)
             if n < len(chain.boundaries):
                 self.view.compactions.append(_compaction(chain.records[chain.boundaries[n]]))

@@ -1,0 +1,112 @@
+"""The last ``measure`` of a transcript file, kept so that measuring it again unchanged reads
+nothing but its size, times and guard hashes (research/performance.md §4, B8).
+
+Status lines and hooks measure the same session again and again, mostly when nothing was
+written. The snapshot is the finished :class:`~lookout_cli.meter.Meter` (plain figures, no
+records) stored as JSON in the incremental state of :mod:`lookout_cli.measure_state`, under a
+key made of everything else the figures depend on: lookout's version, the settings and the
+format flag. It is used only when the file is the one measured (same device and inode, size,
+modification time and guard hashes) and the setup files it read (``--system``…, CLAUDE.md and
+AGENTS.md in the transcript's folder, present or not) have not changed since. The warm-cache
+figures are worked out again for the time of the new run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import json
+import os
+import types
+import typing
+from typing import Any
+
+from lookout_cli import __version__, measure_state
+from lookout_cli.meter import RULES_FILES, Meter, Settings, parse_time, warm_from
+
+SCHEMA = 1
+REUSED = "the file is unchanged since it was last measured: these figures are reused (--no-cache measures again)"
+
+
+def settings_key(settings: Settings, format_name: str | None) -> str:
+    """What the figures depend on besides the file and the setup files' contents."""
+    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "now"}
+    text = json.dumps([SCHEMA, __version__, format_name, fields], sort_keys=True, default=str)
+    return "meter-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def _stat(path: str) -> list:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [path, None, None]
+    return [path, st.st_size, st.st_mtime_ns]
+
+
+def _setup_files(settings: Settings, cwd: str | None) -> list[list]:
+    paths = [p for p in settings.setup_files.values() if p]
+    if settings.discover_rules and cwd:
+        paths += [os.path.join(cwd, name) for name in RULES_FILES]
+    return [_stat(p) for p in paths]
+
+
+def load(path: str, settings: Settings, format_name: str | None) -> Meter | None:
+    """The stored meter of ``path`` when neither the file nor its setup changed, else None."""
+    plan = measure_state.plan(path, settings_key(settings, format_name))
+    if plan.kind != measure_state.UNCHANGED:
+        return None
+    totals = plan.state.totals
+    try:
+        st = os.stat(path)
+        if totals["mtime_ns"] != st.st_mtime_ns or totals["setup"] != _setup_files(settings, totals["cwd"]):
+            return None
+        meter = _decode(Meter, totals["meter"])
+    except (OSError, KeyError, TypeError, ValueError, AttributeError):
+        return None  # another lookout's or a damaged snapshot: measure again
+    at = parse_time(totals["warm_at"])
+    if meter.warm is not None and at is not None:  # the one figure that moves with the clock
+        now = settings.now or dt.datetime.now(dt.timezone.utc)
+        meter.warm = warm_from(meter.warm.tier, meter.warm.tier_source, at, now)
+    meter.notes.append(REUSED)
+    return meter
+
+
+def save(path: str, settings: Settings, format_name: str | None, meter: Meter, measured: int,
+         cwd: str | None, warm_at: str | None) -> None:
+    """Remember ``meter`` for ``path``, measured over its first ``measured`` bytes (a line
+    boundary); ``warm_at`` is the last response's time, which the warm-cache figures count
+    from. Best effort: a snapshot that cannot be written costs only speed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if st.st_size != measured:
+        return  # the file changed while it was read (or its last line is incomplete)
+    totals = {"mtime_ns": st.st_mtime_ns, "cwd": cwd, "setup": _setup_files(settings, cwd),
+              "warm_at": warm_at, "meter": dataclasses.asdict(meter)}
+    measure_state.commit(path, settings_key(settings, format_name), measured, totals)
+
+
+@functools.cache
+def _hints(kind: type) -> dict[str, Any]:
+    return typing.get_type_hints(kind)
+
+
+def _decode(kind: Any, value: Any) -> Any:
+    """Rebuild a value of type ``kind`` (dataclasses, lists, optionals) from ``asdict`` JSON."""
+    if value is None:
+        return None
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        options = [k for k in typing.get_args(kind) if k is not type(None)]
+        return _decode(options[0], value) if len(options) == 1 else value
+    if origin is list:
+        (inner,) = typing.get_args(kind)
+        return [_decode(inner, v) for v in value] if dataclasses.is_dataclass(inner) else value
+    if dataclasses.is_dataclass(kind):
+        hints = _hints(kind)
+        return kind(**{f.name: _decode(hints[f.name], value[f.name])
+                       for f in dataclasses.fields(kind) if f.name in value})
+    return value
