@@ -101,20 +101,20 @@ class Record:
 
     @property
     def blank(self) -> bool:
-        return not self.body.strip()
+        raw = self.raw
+        return not raw or raw.isspace()  # stops at the first other byte: no copy of the line
 
     @property
     def obj(self) -> Any:
         """The parsed value, or None when the line is blank or not JSON (see ``error``)."""
         if self._obj is _UNPARSED:
             self._obj = None
-            body = self.body
-            if body.strip():
-                try:
-                    self._obj = orjson.loads(body)
+            if not self.blank:
+                try:  # the line ending is JSON whitespace: parse the line as read, uncopied
+                    self._obj = orjson.loads(self.raw)
                 except orjson.JSONDecodeError:
                     try:  # what orjson refuses: lone surrogates, and what is not JSON at all
-                        self._obj = _loads(body)  # nested deeper than ~1,000 levels: not read
+                        self._obj = _loads(self.body)  # nested deeper than ~1,000 levels: not read
                     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                         self.error = str(exc).splitlines()[0][:200]
         return self._obj

@@ -628,6 +628,9 @@ def _shell_read(command: Any) -> tuple[str, str] | None:
     elif isinstance(command, str):
         if any(ch in command for ch in "|;&><`$"):
             return None
+        first = command.split(None, 1)[0] if command.strip() else ""
+        if os.path.basename(first.strip("'\"")) not in READ_COMMANDS:
+            return None  # most commands read no file: skip the costly shlex parse
         try:
             words = shlex.split(command)
         except ValueError:

@@ -186,11 +186,9 @@ class CachedCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        if self.cache is None:
-            return self.inner.count(text)
-        n = self._memo.get(text)
+        n = self._memo.get(text)  # also what ``prefill`` counted in other processes
         if n is None:
-            n = self.cache.count(text, self.inner.count)
+            n = self.inner.count(text) if self.cache is None else self.cache.count(text, self.inner.count)
             self._memo[text] = n
         return n
 

@@ -106,3 +106,15 @@ def test_prefill_fills_the_cache(tmp_path, monkeypatch):
     counter.close()
     with TokenCache("o200k_base", tmp_path / "c.sqlite3") as cache:
         assert [cache.get(t) for t in TEXTS] == [tokens.count(t) for t in TEXTS]
+
+
+def test_prefilled_counts_are_not_tokenized_again_without_a_disk_cache(monkeypatch):
+    """--no-cache --jobs 2 counted every block in the workers, then once more in the parent."""
+    import lookout_cli.token_cache as tc
+
+    monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
+    inner = tokens.TokenCounter("o200k_base")
+    counter = CachedCounter(inner, None)
+    counter.prefill(TEXTS, jobs=2)
+    assert counter.count_many(TEXTS) == [tokens.count(t) for t in TEXTS]
+    assert inner.misses == 0  # every count came from the workers
