@@ -27,7 +27,7 @@ import orjson
 from lookout_cli.config import Config
 from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.formats import ADAPTERS, Transcript, detect, load_adapter
-from lookout_cli.fsutil import atomic_writer
+from lookout_cli.fsutil import atomic_writer, sync_pending
 from lookout_cli.jsonl import DEFAULT_MAX_RECORD_BYTES, Record, RecordWriter, read_records
 from lookout_cli.paths import save_dir
 from lookout_cli.saved import SavedStore
@@ -259,6 +259,7 @@ class Run:
         """Where the transcript goes: standard output, -o FILE or FILE itself (-i), atomically."""
         target = self.file if self.in_place else (None if self.output in (None, "-") else self.output)
         if target is None:
+            sync_pending()  # the saved outputs the transcript names are on disk before it leaves
             writer = RecordWriter(sys.stdout.buffer)
             yield writer
             writer.flush()

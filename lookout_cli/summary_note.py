@@ -490,23 +490,36 @@ def render(d: Digest, budget: int | None = None, count: Callable[[str], int] | N
     (or least used) entries first, user messages and kept instructions last, and the note says
     how many entries it left out."""
     text = _render(d, {})
-    if not budget or count is None or count(text) <= budget:
+    if not budget or count is None:
         return text
-    cut: dict[str, int] = {}
+    from lookout_cli.tokens import estimate
+
+    if estimate(text) <= 2 * budget and count(text) <= budget:
+        return text
+    # The note of a long session can be many times the budget: find the cut with the fast
+    # estimate (aiming a little under), then finish with exact counts of a note near the budget,
+    # so what is tokenized stays about the budget's size rather than the session's.
+    cut = _trim(d, {}, lambda note: estimate(note) <= 0.9 * budget)
+    return _render(d, _trim(d, cut, lambda note: count(note) <= budget))
+
+
+def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool]) -> dict[str, int]:
+    """Cut more of the note's lists, least useful first, until ``fits`` says it fits."""
+    cut = dict(cut)
     # what goes first: the least useful for continuing the work
     order = ["decisions", "done", "findings", "files_read", "commands", "keep_excerpts", "attached",
              "earlier", "errors", "files_changed", "user_messages"]
     for name in order:
-        while count(_render(d, cut)) > budget:
+        while not fits(_render(d, cut)):
             total = len(_list(d, name))
             kept = total - cut.get(name, 0)
             floor = 1 if name in ("user_messages", "errors", "files_changed") else 0
             if kept <= floor:
                 break
             cut[name] = cut.get(name, 0) + max(1, (kept - floor + 1) // 2)
-        if count(_render(d, cut)) <= budget:
+        if fits(_render(d, cut)):
             break
-    return _render(d, cut)
+    return cut
 
 
 def _list(d: Digest, name: str) -> list:
