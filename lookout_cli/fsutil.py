@@ -66,18 +66,12 @@ def sync_pending() -> None:
     if len(paths) >= SYNC_ALL_FROM:
         os.sync()
         return
-    for path in paths:
-        with contextlib.suppress(OSError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for folder in dict.fromkeys(p.parent for p in paths):
-        _fsync_dir(folder)
+    for path in [*paths, *dict.fromkeys(p.parent for p in paths)]:
+        _fsync_dir(path)
 
 
 def _fsync_dir(folder: Path) -> None:
+    """fsync a folder (or a file) by path; best effort."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:
