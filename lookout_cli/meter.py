@@ -756,17 +756,19 @@ def assistant_runs(view: View) -> list[tuple[int, int]]:
     return runs
 
 
-def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE) -> tuple[list[Reclaimable], int]:
+def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE,
+                superseded: set[str] | None = None) -> tuple[list[Reclaimable], int]:
     """The largest items that could be cleared (and saved) without taking away what the agent
     is working on: tool results and images it has already read, except those its latest step
     read (anything before the step before the last), and reads of a file that a later read of
     the same file and range supersedes. Returns the top ``limit`` and the tokens of all of them
-    (each item counted once)."""
+    (each item counted once). ``superseded`` is what :func:`duplicate_reads` found, when known."""
     items = view.items
     calls = view.calls()
     runs = assistant_runs(view)
     seen_before = runs[-2][0] if len(runs) >= 2 else 0  # items before this were read twice over
-    _, superseded = duplicate_reads(view, tokens)
+    if superseded is None:
+        _, superseded = duplicate_reads(view, tokens)
     found: dict[int, Reclaimable] = {}
     for n, item in enumerate(items):
         if item.kind not in (TOOL_RESULT, IMAGE) or item.role == "assistant" or is_cleared(item):
@@ -1018,8 +1020,8 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     cost = total_cost(view.usages, _model_cache(settings.models_config, model_name, model_info), model_name)
     now = settings.now or dt.datetime.now(dt.timezone.utc)
     warm = warm_cache(view.usages, now, model_ttl(model_info))
-    dups, _ = duplicate_reads(view, tokens)
-    reclaim, reclaim_total = reclaimable(view, tokens)
+    dups, superseded = duplicate_reads(view, tokens)
+    reclaim, reclaim_total = reclaimable(view, tokens, superseded=superseded)
     notes = []
     if not getattr(model_info, "known", True):
         notes.append(f"model {model_name or '(none recorded)'} is not in the models file: its window and "
