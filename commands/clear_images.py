@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from lookout_cli.budget import parse_size
-from lookout_cli.clearing import clear_item
+from lookout_cli.clearing import clear_cost, clear_item
 from lookout_cli.errors import LookoutError
-from lookout_cli.image_budget import DEFAULT_BUDGETS, plan_clearing, provider_of
+from lookout_cli.image_budget import ALWAYS_KEEP_RECENT, DEFAULT_BUDGETS, plan_clearing, provider_of
 from lookout_cli.image_repair import repair_images
 from lookout_cli.options import Run, filter_options
 from lookout_cli.saved import human_size
+from lookout_cli.tokens import TokenCounter
 from lookout_cli.view import IMAGE
 
 
@@ -44,8 +45,10 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
     """Clear the oldest images the agent has seen once a request carries too many image bytes.
 
     The images in the current request, in the agent's latest step, and the five most recent
-    always stay. Each cleared image leaves a line with its name, size and the saved file that
-    shows it again; Claude Code's second copy of a tool's image is cleared with it.
+    always stay, and so does an image that costs no more tokens than the line that would
+    replace it. Each cleared image leaves a line with its name, size and the saved file that
+    shows it again; Claude Code's second copy of a tool's image is cleared with it. A shrunk
+    image (--repair) is followed by a note naming the saved original.
     """
     transcript = run.load()
     report: dict = {"command": "clear-images", "format": transcript.format, "cleared": [], "repaired": []}
@@ -59,7 +62,7 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
         budget = parse_size(str(budget_text)) if budget_text else DEFAULT_BUDGETS[provider]
     except LookoutError as exc:
         raise click.BadParameter(str(exc), param_hint="--budget") from None
-    keep = keep_recent if keep_recent is not None else int(run.setting("images.keep_recent", None, 5))
+    keep = keep_recent if keep_recent is not None else int(run.setting("images.keep_recent", None, ALWAYS_KEEP_RECENT))
     if not transcript.adapter.can_write and (repair or any(i.kind == IMAGE for i in view.items)):
         run.warn(f"the {transcript.format} format is read-only here; images are reported, not cleared")
         run.finish(transcript, report)
@@ -69,14 +72,16 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
         report["repaired"] = repair_images(run, transcript, provider)
         view = transcript.view()
 
-    plan = plan_clearing(view, budget, keep)
+    count = TokenCounter.for_model(view.model).count
+    plan = plan_clearing(view, budget, keep, provider,
+                         lambda c: clear_cost(run.store, c.item, c.what, count, c.tokens))
     for choice in plan.clear:
-        cleared = clear_item(run.store, transcript, choice.item, f"image {choice.name}", tokens=choice.tokens)
+        cleared = clear_item(run.store, transcript, choice.item, choice.what, tokens=choice.tokens)
         report["cleared"].append({"name": choice.name, "bytes": cleared.nbytes, "tokens": choice.tokens,
                                   "saved": str(cleared.content.path)})
     report.update(budget=budget, provider=provider, before_bytes=plan.total,
                   after_bytes=plan.total - sum(c.bytes for c in plan.clear),
-                  freed_tokens=sum(c.tokens for c in plan.clear),
+                  freed_tokens=sum(c.tokens - c.note for c in plan.clear),
                   kept=[{"name": k.name, "bytes": k.bytes, "why": k.why} for k in plan.kept])
     _say(run, report, plan)
     run.finish(transcript, report, changes=len(plan.clear) + len(report["repaired"]))

@@ -187,7 +187,8 @@ def _tell(run: Run, result) -> None:
     elif result.still_over:
         run.warn(f"still over the goal after compacting ({result.after:,} tokens, goal {result.fit_at:,})")
     if result.failure:
-        run.warn(f"the summary was refused ({result.failure}); the oldest turns were dropped instead")
+        run.warn(f"the summary was refused ({result.failure}); "
+                 + ("the oldest turns were dropped instead" if result.changed else "the transcript was left as it was"))
 
 
 def options_from_run(run: Run, *, force: bool = False, stages=None, instructions=None, on_failure=None,

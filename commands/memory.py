@@ -36,6 +36,7 @@ from lookout_cli.memory_store import (
     sent_split,
     slugify,
     usage_of,
+    utf8_safe,
 )
 from lookout_cli.options import Run, common_options, filter_options
 from lookout_cli.secrets import RULE_IDS
@@ -185,7 +186,7 @@ def read_details(details: str | None, details_file: str | None) -> str | None:
             return Path(details_file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise LookoutError(f"{details_file}: {getattr(exc, 'strerror', None) or exc}") from None
-    return details
+    return None if details is None else utf8_safe(details)  # an argument may hold undecodable bytes
 
 
 def emit(text: str = "") -> None:

@@ -521,7 +521,8 @@ class _Idle:
             if run.dry_run:
                 path = prepared.summary_path(run.store, result.summary)
             else:
-                path = run.store.put(result.summary.encode(), "text", purpose="idle-compaction-summary").path
+                path = run.store.put(result.summary.encode("utf-8", "surrogatepass"), "text",
+                                     purpose="idle-compaction-summary").path
             self.report["compact"]["summary_file"] = str(path)
             self._hook("on-prepare", self.settings.on_prepare, [str(path)], summary=str(path))
 

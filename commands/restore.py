@@ -6,7 +6,7 @@ import click
 
 from lookout_cli.jsonl import Record
 from lookout_cli.options import Run, filter_options
-from lookout_cli.saved import MARKER, restore_lines
+from lookout_cli.saved import MARKER, Restorer
 
 
 @click.command(epilog="""\b
@@ -25,19 +25,20 @@ def restore(run: Run) -> None:
     marker = MARKER.encode()
     restored = missing = 0
     output: list[Record] = []
+    restorer = Restorer(run.store)
     with run.writer() if not run.in_place else _collect(output) as writer:
         for record in run.records():
-            if marker not in record.raw:
-                writer.write(record)
-                continue
-            lines = restore_lines(run.store, record.raw)
+            lines = restorer.lines(record.raw)
             if lines == [record.raw]:
-                missing += 1
+                missing += marker in record.raw
                 writer.write(record)
                 continue
-            restored += 1
+            restored += bool(lines)  # [] is a copy the line before put back in place
+            if run.dry_run:
+                writer.write(record)
+                continue
             for line in lines:
-                writer.write(record if run.dry_run else Record(record.lineno, line))
+                writer.write(Record(record.lineno, line))
     if run.in_place and restored and not run.dry_run:
         with run.writer() as writer:
             writer.write_all(output)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lookout_cli.formats import Transcript
@@ -28,9 +29,12 @@ class Cleared:
 CLAMP_WORTH = 1.25
 
 
-def _stand_in(store: SavedStore, nbytes: int, kind: str) -> Saved:
+# The most a sha256 hex digest can cost, whatever counts it: a token a character.
+HASH_TOKENS = 64
+
+
+def _stand_in(store: SavedStore, nbytes: int, kind: str, sha: str = "0" * 64) -> Saved:
     """A saved file's name as long as the real one, with a fixed hash (nothing is written)."""
-    sha = "0" * 64
     path = store.path_for(sha, EXTENSIONS.get(kind, ".bin"))
     return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), nbytes)
 
@@ -48,24 +52,46 @@ def save_record(store: SavedStore, item: Item) -> Saved | None:
     return store.put(raw, "record", call_id=item.call_id, tool=item.tool)
 
 
-def clear_item(store: SavedStore, transcript: Transcript, item: Item, what: str, tokens: int | None = None) -> Cleared:
-    """Save an item's content and its original line, then replace the content with a placeholder."""
-    original = save_record(store, item)
+def _content(item: Item) -> tuple[bytes, str]:
+    """What clearing an item saves (an image's bytes, else its text) and of what kind."""
     if item.kind == IMAGE and item.image is not None and item.image.data:
         try:
             data = base64.b64decode(item.image.data, validate=False)
         except (binascii.Error, ValueError):
             data = item.image.data.encode()
-        content = store.put(data, item.image.media_type or "image/png", tool=item.tool, call_id=item.call_id)
-        text = placeholder(what, content, original, tokens=tokens)
-        nbytes = len(item.image.data)
-    else:
-        data = item.text.encode("utf-8", "surrogatepass")
-        content = store.put(data, "text", tool=item.tool, call_id=item.call_id, tokens=tokens)
-        text = placeholder(what, content, original, tokens=tokens, lines=(1, item.text.count("\n") + 1))
-        nbytes = len(data)
+        return data, item.image.media_type or "image/png"
+    return item.text.encode("utf-8", "surrogatepass"), "text"
+
+
+def _note(item: Item, what: str, content: Saved, original: Saved | None, kind: str, tokens: int | None) -> str:
+    """The placeholder that clears an item (a text's names the lines to read)."""
+    lines = (1, item.text.count("\n") + 1) if kind == "text" else None
+    return placeholder(what, content, original, tokens=tokens, lines=lines)
+
+
+def clear_item(store: SavedStore, transcript: Transcript, item: Item, what: str, tokens: int | None = None) -> Cleared:
+    """Save an item's content and its original line, then replace the content with a placeholder."""
+    original = save_record(store, item)
+    for copy in transcript.adapter.copies(item):  # other lines the adapter blanks with it
+        store.put(copy.raw, "record", call_id=item.call_id, tool=item.tool)
+    data, kind = _content(item)
+    meta = {"tokens": tokens} if kind == "text" else {}
+    content = store.put(data, kind, tool=item.tool, call_id=item.call_id, **meta)
+    text = _note(item, what, content, original, kind, tokens)
+    nbytes = len(item.image.data) if kind != "text" else len(data)
     transcript.adapter.replace_content(transcript, item, text)
     return Cleared(item, content, text, nbytes)
+
+
+def clear_cost(store: SavedStore, item: Item, what: str, count: Callable[[str], int],
+               tokens: int | None = None) -> int:
+    """The most the placeholder ``clear_item`` would leave can cost, counted with ``count``.
+    Its hashes are left out and priced at their most, so an item gets the same answer on every
+    run (the line's hash changes with the rest of the line; real hashes cost 27 to 49 tokens)."""
+    data, kind = _content(item)
+    original = None if item.record.raw is None else _stand_in(store, 0, "record", sha="")
+    text = _note(item, what, _stand_in(store, len(data), kind, sha=""), original, kind, tokens)
+    return count(text) + HASH_TOKENS * (1 if original is None else 2)
 
 
 def clamp_item(store: SavedStore, transcript: Transcript, item: Item, head: int, tail: int,

@@ -23,7 +23,7 @@ The stages (SPEC §4 "compact"; seeds 000, 001, 003; research/compaction.md):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli.saved import MARKER
@@ -37,7 +37,7 @@ DEFAULT_STAGES = ("prune", "clamp", "summarize", "shorten")
 PROTECTED_TOOLS = {"skill", "activate_skill", "ask_user", "askuserquestion", "todowrite", "update_plan",
                    "enter_plan_mode", "exit_plan_mode", "exitplanmode"}
 CONVERSATION = (TEXT, THINKING, TOOL_CALL, TOOL_RESULT, IMAGE)  # what a summary or truncation replaces
-PLACEHOLDER_TOKENS = 70  # what a clearing placeholder costs, about
+PLACEHOLDER_TOKENS = 70  # what a placeholder costs, about (compactor prices each real one)
 MIN_SHORTENED_CHARS = 2_000  # an unread output keeps at least this much (head + tail)
 
 
@@ -92,12 +92,24 @@ def prompts(items: Sequence[Item]) -> list[int]:
     return [i for i, item in enumerate(items) if item.prompt]
 
 
+def message_start(items: Sequence[Item], i: int) -> int:
+    """Index of the first item of item ``i``'s message (in its line): a prompt's images come
+    before its text, and a compaction keeps or drops whole messages."""
+    while i > 0 and items[i - 1].message == items[i].message and items[i - 1].record is items[i].record:
+        i -= 1
+    return i
+
+
 def setup_end(items: Sequence[Item]) -> int:
     """Index of the first item after the leading setup."""
     for i, item in enumerate(items):
         if item.kind != SETUP:
             return i
     return len(items)
+
+
+def about_placeholder(_index: int) -> int:
+    return PLACEHOLDER_TOKENS
 
 
 def clearable(item: Item) -> bool:
@@ -116,7 +128,10 @@ class PrunePlan:
     first: int | None = None  # index of the first item cleared (where the cache is rewritten)
 
 
-def plan_prune(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> PrunePlan:
+def plan_prune(items: Sequence[Item], tokens: Sequence[int], s: Settings,
+               cost: Callable[[int], int] = about_placeholder) -> PrunePlan:
+    """``cost(i)``: the tokens the placeholder that clears item ``i`` costs; only what frees
+    tokens is cleared."""
     plan = PrunePlan()
     if not s.prune:
         plan.skipped = "pruning is off (compaction.prune = false)"
@@ -127,7 +142,7 @@ def plan_prune(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Pru
         protected_from = len(items)
     read = read_results(items)
     seen = 0
-    chosen = []
+    gains: dict[int, int] = {}
     for i in range(len(items) - 1, -1, -1):
         item = items[i]
         if item.kind != TOOL_RESULT:
@@ -136,14 +151,15 @@ def plan_prune(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Pru
         seen += tokens[i]
         if newer < s.protect_tokens or i >= protected_from:  # any part of it within the newest
             continue
-        if i in read and clearable(item) and tokens[i] > PLACEHOLDER_TOKENS:
-            chosen.append(i)
-    chosen.reverse()
-    freed = sum(tokens[i] - PLACEHOLDER_TOKENS for i in chosen)
+        if i in read and clearable(item):
+            gains[i] = tokens[i] - cost(i)
+    chosen = sorted(i for i, gain in gains.items() if gain > 0)
+    freed = sum(gains[i] for i in chosen)
     plan.candidates_freed = freed
     if not chosen:
         plan.skipped = ("no read tool output outside the most recent "
-                        f"{s.protect_tokens:,} tokens of output and the last {s.protect_turns} turns")
+                        f"{s.protect_tokens:,} tokens of output and the last {s.protect_turns} turns"
+                        + (" is larger than the placeholder that would replace it" if gains else ""))
         return plan
     if freed < s.prune_minimum:
         plan.skipped = (f"it would free only {freed:,} tokens (under the {s.prune_minimum:,}-token minimum)")
@@ -251,10 +267,15 @@ def plan_split(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Spl
     if unread and unread[0] < keep:  # never summarize output the agent has not read
         earlier = [p for p in starts if p <= unread[0]]
         keep = earlier[-1] if earlier else starts[0]
-        taken = sum(1 for p in starts if p >= keep)
-    head = [i for i in range(keep) if items[i].kind != SETUP]
+    return split_at(items, tokens, keep)
+
+
+def split_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> Split:
+    """The split that keeps the turns from the prompt at ``keep`` on (its whole message)."""
+    start = message_start(items, keep)
+    head = [i for i in range(start) if items[i].kind != SETUP]
     previous = [i for i in head if items[i].kind == SUMMARY]
-    split = Split(keep, head, previous, taken, sum(tokens[keep:]),
+    split = Split(keep, head, previous, sum(1 for p in prompts(items) if p >= keep), sum(tokens[start:]),
                   sum(tokens[i] for i in head),
                   sum(tokens[i] for i in range(len(items)) if items[i].kind == SETUP))
     fresh = [i for i in head if items[i].kind in CONVERSATION and tokens[i] > 0]
@@ -284,8 +305,10 @@ class ShortenPlan:
     short_by: int = 0  # tokens still over the goal after the plan
 
 
-def plan_shorten(items: Sequence[Item], tokens: Sequence[int], excess: int) -> ShortenPlan:
-    """Free ``excess`` tokens (as the items count them) from the output the context still holds."""
+def plan_shorten(items: Sequence[Item], tokens: Sequence[int], excess: int,
+                 cost: Callable[[int], int] = about_placeholder) -> ShortenPlan:
+    """Free ``excess`` tokens (as the items count them) from the output the context still holds
+    (``cost`` as for ``plan_prune``)."""
     plan = ShortenPlan()
     if excess <= 0:
         return plan
@@ -294,9 +317,9 @@ def plan_shorten(items: Sequence[Item], tokens: Sequence[int], excess: int) -> S
     for i in sorted(read):
         if need <= 0:
             break
-        if clearable(items[i]) and tokens[i] > PLACEHOLDER_TOKENS:
+        gain = tokens[i] - cost(i) if clearable(items[i]) else 0
+        if gain > 0:
             plan.clear.append(i)
-            gain = tokens[i] - PLACEHOLDER_TOKENS
             plan.freed += gain
             need -= gain
     if need > 0:
@@ -347,8 +370,12 @@ def plan_truncate(items: Sequence[Item], tokens: Sequence[int], goal: int, fixed
         if fixed + setup + sum(tokens[p:]) > goal:
             break
         keep = p
-    body_before = [i for i in range(keep) if items[i].kind != SETUP]
-    if not any(items[i].kind in CONVERSATION for i in body_before):
+    return truncate_at(items, tokens, keep)
+
+
+def truncate_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> TruncatePlan:
+    """Drop what comes before the prompt at ``keep`` (its whole message stays)."""
+    before = [i for i in range(message_start(items, keep)) if items[i].kind != SETUP]
+    if not any(items[i].kind in CONVERSATION for i in before):
         return TruncatePlan(None, reason="nothing to drop: the kept turns are the whole conversation")
-    turns = sum(1 for p in starts if p < keep)
-    return TruncatePlan(keep, turns, sum(tokens[i] for i in body_before))
+    return TruncatePlan(keep, sum(1 for p in prompts(items) if p < keep), sum(tokens[i] for i in before))

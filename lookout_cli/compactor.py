@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 
 from lookout_cli import compact_plan as plan
 from lookout_cli import summarizers, summary_note
-from lookout_cli.clearing import clamp_item, clear_item
+from lookout_cli.clearing import clamp_item, clear_cost, clear_item
 from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript
 from lookout_cli.jsonl import Record
 from lookout_cli.saved import MARKER, SavedStore
-from lookout_cli.view import SETUP, TOOL_RESULT, Item, View
+from lookout_cli.view import TOOL_RESULT, Item, View
 
 NO_PROGRESS_RATIO = 0.8
 ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
@@ -283,11 +283,12 @@ def _describe(item: Item, tokens: int, saved=None) -> dict:
 class Compactor:
     """One compaction of one transcript (see ``compact_transcript``).
 
-    The context is measured the way ``lookout measure`` does it at the start, after a stage
-    that changes the transcript's structure (a summary, a truncation) and at the end; between
-    those, clearing edits the current view in place and the estimate of the tokens used drops
-    by what each clear frees, so a large transcript is parsed and tokenized as few times as
-    possible (each distinct text is tokenized once: the counter remembers it)."""
+    The context is measured the way ``lookout measure`` does it at the start, and again when
+    a figure is next needed after a change (a stage's clearing, a summary, a truncation), so
+    every decision sees what the next run would measure and a second run changes nothing.
+    Clearing edits the current view in place, and each distinct text is tokenized once (the
+    counter remembers it), so a large transcript is parsed and tokenized as few times as
+    possible."""
 
     def __init__(self, transcript: Transcript, options: Options, store: SavedStore,
                  summarizer: summarizers.Summarizer | None, prepared: PreparedSummary | None) -> None:
@@ -298,11 +299,10 @@ class Compactor:
         self.prepared = prepared
         self.result = CompactResult()
         self.gauge: Gauge | None = None
-        self.meter = None
+        self._meter = None
         self.planned_keep: Item | None = None  # where the summary would have started the kept turns
         self._view: View | None = None  # the current view, patched in place after clearing
         self._tokens: list[int] | None = None  # its items' tokens
-        self._used = 0  # tokens used now (measured, then estimated between measurements)
         self.dirty = False  # changed since the last measurement
         self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (this run)
 
@@ -334,33 +334,38 @@ class Compactor:
             self.transcript.invalidate()
         self._view = self.transcript.view()
         self._tokens = None
-        self.meter = self.gauge.measure(self._view)
-        self._used = self.meter.used.tokens
+        self._meter = self.gauge.measure(self._view)
         self.dirty = False
-        return self.meter
+        return self._meter
+
+    @property
+    def meter(self):
+        """The last measurement, taken again if the transcript changed since."""
+        if self.dirty:
+            self.measure()
+        return self._meter
 
     @property
     def used(self) -> int:
-        return self._used
+        return self.meter.used.tokens
 
     @property
     def scale(self) -> float:
         return _scale(self.meter)
 
     def replaced(self, index: int, text: str) -> int:
-        """Item ``index`` now reads ``text``: patch the view and the estimate; tokens freed."""
+        """Item ``index`` now reads ``text``: patch the view; tokens freed."""
         item = self.view.items[index]
         tokens = self.tokens
         old = tokens[index]
         new = self.gauge.counter.count(text)
         item.text = text
         tokens[index] = new
-        self._used -= round((old - new) * self.scale)
         self.dirty = True
         return old - new
 
     def settings(self) -> plan.Settings:
-        o, b = self.options, self.meter.budget
+        o, b = self.options, self._meter.budget  # the budget does not change with the context
         fit = max(1, min(b.due_at, b.summary_point) - 1)
         return plan.Settings(
             budget=b.budget, fit_at=fit, summary_point=b.summary_point,
@@ -395,6 +400,7 @@ class Compactor:
             r.reason = f"the {t.adapter.name} format is read-only here: passed through unchanged"
             return self._done()
         orphans = _orphan_keys(self.view)
+        sent = sum(self.tokens)  # what the model is sent, item by item
         snapshot = _Snapshot(t)
         try:
             self._stages(explicit)
@@ -409,9 +415,14 @@ class Compactor:
             snapshot.restore(t)
             raise
         r.changed = any(st.ran for st in r.stages)
+        now = sum(self.tokens)
+        if r.changed and now >= sent:  # a compaction never grows the context
+            r.reason = (f"nothing to compact: the result would not be smaller ({sent:,} → {now:,} tokens); "
+                        "the transcript was left as it was")
+            r.changed, r.summary, r.missing = False, None, None
         if not r.changed:
             snapshot.restore(t)
-        r.after = self.used
+        r.after = self.used if r.changed else r.before
         r.basis = self.meter.used.basis
         settings = self.settings()
         r.still_over = r.after > max(settings.fit_at, settings.shorten_at) and r.changed
@@ -472,6 +483,13 @@ class Compactor:
         report.saved.append(str(cleared.content.path))
         report.freed += self.replaced(index, cleared.text)
 
+    def clear_cost(self, what: Callable[[Item], str]) -> Callable[[int], int]:
+        """Prices the placeholder that would clear item i, as ``what(item)`` names it."""
+        def cost(i: int) -> int:
+            item = self.view.items[i]
+            return clear_cost(self.store, item, what(item), self.gauge.counter.count, self.tokens[i])
+        return cost
+
     def cut(self, index: int, head: int, tail: int, report: StageReport, what: str | None = None,
             **extra) -> bool:
         """Keep item ``index``'s beginning and end, save the middle (``clearing.clamp_item``)."""
@@ -490,7 +508,7 @@ class Compactor:
     def prune(self, s: plan.Settings, explicit: bool) -> None:
         report = StageReport("prune")
         self.result.stages.append(report)
-        p = plan.plan_prune(self.view.items, self.tokens, s)
+        p = plan.plan_prune(self.view.items, self.tokens, s, self.clear_cost(_pruned))
         if p.skipped:
             report.detail = f"skipped: {p.skipped}"
             return
@@ -501,7 +519,7 @@ class Compactor:
                                  f"point ({s.summary_point:,})")
                 return
         for i in p.items:
-            self.clear(i, f"{self.view.items[i].tool or 'tool'} output", report)
+            self.clear(i, _pruned(self.view.items[i]), report)
         report.ran = True
         report.detail = f"cleared {len(p.items)} tool output(s) the agent had read, about {report.freed:,} tokens"
 
@@ -545,8 +563,8 @@ class Compactor:
     def summarize(self, s: plan.Settings) -> None:
         report = StageReport("summarize")
         self.result.stages.append(report)
-        view = self.view
-        items = view.items
+        scale = self.scale  # measures first if an earlier stage changed the context
+        items = self.view.items
         tokens = self.tokens
         split = plan.plan_split(items, tokens, s)
         prepared = self.prepared
@@ -554,7 +572,7 @@ class Compactor:
             hint = next((i for i, it in enumerate(items) if it.prompt and it.record.lineno == prepared.keep_from_line),
                         None)
             if hint is not None and (split.keep_from is None or hint != split.keep_from):
-                split = _split_at(items, tokens, hint)
+                split = plan.split_at(items, tokens, hint)
         if split.keep_from is None:
             report.detail = split.reason or "nothing to summarize"
             return
@@ -568,7 +586,6 @@ class Compactor:
                                   "text", what="the context before a summary")
         digest.original = (f"The whole conversation before this summary is saved in {original.path} "
                            "(plain text); read or search it when you need a detail this summary left out.")
-        scale = self.scale
         room = int(s.fit_at / scale) - _inferred(self.meter) - split.setup_tokens - split.tail_tokens
         budget = plan.note_budget(split, s, room)
         request = summarizers.Request(
@@ -659,12 +676,11 @@ class Compactor:
         aim = int(s.shorten_at * 0.99)  # a little under, for what the estimate misses
         for _round in range(3):
             excess = int((self.used - aim) / self.scale) + 1
-            p = plan.plan_shorten(self.view.items, self.tokens, excess)
+            p = plan.plan_shorten(self.view.items, self.tokens, excess, self.clear_cost(_cleared_to_fit))
             if not p.clear and not p.shorten:
                 break
             for i in p.clear:
-                self.clear(i, f"{self.view.items[i].tool or 'tool'} output (already read; cleared to fit)", report,
-                           action="cleared")
+                self.clear(i, _cleared_to_fit(self.view.items[i]), report, action="cleared")
                 cleared += 1
             for c in p.shorten:
                 if self.cut(c.index, c.head, c.tail, report,
@@ -686,14 +702,11 @@ class Compactor:
         as many as the goal needs."""
         report = StageReport("truncate")
         self.result.stages.append(report)
+        scale = self.scale  # measures first if an earlier stage changed the context
         view = self.view
         tokens = self.tokens
-        scale = self.scale
         if keep is not None and keep in view.items:
-            at = view.items.index(keep)
-            dropped = [i for i in range(at) if view.items[i].kind != SETUP]
-            p = plan.TruncatePlan(at, sum(1 for i in dropped if view.items[i].prompt),
-                                  sum(tokens[i] for i in dropped))
+            p = plan.truncate_at(view.items, tokens, view.items.index(keep))
         else:
             if self.used <= s.fit_at and not self.options.force:
                 report.detail = f"not needed: {self.used:,} tokens fit the goal of {s.fit_at:,}"
@@ -720,16 +733,16 @@ class Compactor:
         self.measure()
 
 
+def _pruned(item: Item) -> str:
+    return f"{item.tool or 'tool'} output"
+
+
+def _cleared_to_fit(item: Item) -> str:
+    return f"{item.tool or 'tool'} output (already read; cleared to fit)"
+
+
 def _strip_marker(text: str) -> str:
-    return re.sub(r"\s*lookout-restore:[0-9a-f]{64}", "", text)
-
-
-def _split_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> plan.Split:
-    head = [i for i in range(keep) if items[i].kind != SETUP]
-    previous = [i for i in head if items[i].kind == "summary"]
-    return plan.Split(keep, head, previous, sum(1 for i in range(keep, len(items)) if items[i].prompt),
-                      sum(tokens[keep:]), sum(tokens[i] for i in head),
-                      sum(t for it, t in zip(items, tokens) if it.kind == SETUP))
+    return re.sub(r"\s*lookout-restore:[0-9a-f]{64}(?:\+\d+)?", "", text)
 
 
 def compact_transcript(transcript: Transcript, options: Options | None = None, store: SavedStore | None = None,

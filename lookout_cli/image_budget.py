@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lookout_cli.clearing import is_cleared
@@ -20,6 +21,12 @@ class ImageChoice:
     bytes: int  # base64 bytes the request carries for it
     tokens: int
     why: str = ""
+    note: int = 0  # tokens of the placeholder that clearing it leaves
+
+    @property
+    def what(self) -> str:
+        """What its placeholder calls it."""
+        return f"image {self.name}"
 
 
 @dataclass(slots=True)
@@ -53,13 +60,6 @@ def image_name(item: Item, calls: dict[str, Item], number: int) -> str:
     return f"#{number} ({item.image.media_type or 'image'}, in message {item.message})"
 
 
-def image_tokens(item: Item, provider: str) -> int:
-    from lookout_cli.images import image_tokens as formula, probe_base64
-
-    info = probe_base64(item.image.data) if item.image and item.image.data else None
-    return formula(provider, info.width, info.height) if info else 0
-
-
 def protected(view: View, images: list[Item], keep_recent: int) -> dict[int, str]:
     """Images that always stay, by id, with the reason."""
     why: dict[int, str] = {}
@@ -76,8 +76,13 @@ def protected(view: View, images: list[Item], keep_recent: int) -> dict[int, str
     return why
 
 
-def plan_clearing(view: View, budget: int, keep_recent: int = ALWAYS_KEEP_RECENT, provider: str = "anthropic") -> ImagePlan:
-    """Once the images exceed ``budget``, pick the oldest seen ones until half of it is left."""
+def plan_clearing(view: View, budget: int, keep_recent: int, provider: str,
+                  note_cost: Callable[[ImageChoice], int]) -> ImagePlan:
+    """Once the images exceed ``budget``, pick the oldest seen ones until half of it is left.
+    ``note_cost`` prices the placeholder that would clear an image: an image that costs no more
+    tokens than that stays (clearing it would grow the context)."""
+    from lookout_cli.meter import image_item_tokens
+
     calls = view.calls()
     live = [i for i in view.items if i.kind == IMAGE and i.image is not None and i.image.data and not is_cleared(i)]
     plan = ImagePlan()
@@ -92,11 +97,15 @@ def plan_clearing(view: View, budget: int, keep_recent: int = ALWAYS_KEEP_RECENT
         reason = keep.get(id(choice.item))
         if reason is None and choice.item.message >= last_reply:
             reason = "not seen by the agent yet"
+        if reason is None and carried > budget // 2:
+            choice.tokens = image_item_tokens(choice.item, provider)
+            choice.note = note_cost(choice)
+            if choice.tokens <= choice.note:
+                reason = f"a placeholder would cost at least as much (about {choice.note:,} tokens)"
         if reason or carried <= budget // 2:
             choice.why = reason or "the request is within half the budget"
             plan.kept.append(choice)
             continue
-        choice.tokens = image_tokens(choice.item, provider)
         plan.clear.append(choice)
         carried -= choice.bytes
     return plan

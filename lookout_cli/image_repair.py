@@ -8,9 +8,10 @@ import binascii
 from typing import Any
 
 from lookout_cli.clearing import clear_item, is_cleared, save_record
+from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript
-from lookout_cli.imaging import ImageError, fit_image, limits_for
-from lookout_cli.saved import human_size
+from lookout_cli.imaging import FittedImage, ImageError, fit_image, limits_for
+from lookout_cli.saved import MARKER, human_size
 from lookout_cli.view import IMAGE, Item
 
 
@@ -50,7 +51,8 @@ def repair_images(run, transcript: Transcript, provider: str) -> list[dict]:
     limits = limits_for(provider)
     many = bool(limits.many_images_over and len(images) > limits.many_images_over)
     fixes: list[dict] = []
-    for number, item in enumerate(images, 1):
+    # the last first: a note goes in after its image and moves the parts that follow it
+    for number, item in reversed(list(enumerate(images, 1))):
         name = f"#{number} (message {item.message})"
         try:
             data = base64.b64decode(item.image.data, validate=False)
@@ -62,16 +64,28 @@ def repair_images(run, transcript: Transcript, provider: str) -> list[dict]:
         except ImageError as exc:
             fixes.append(_clear(run, transcript, item, name, str(exc)))
             continue
-        if not fitted.changed:
-            continue
-        save_record(run.store, item)  # the original line stays recoverable
-        original = run.store.put(data, fitted.source_media_type, tool=item.tool, call_id=item.call_id)
-        _swap(item.record.edit(), item.image.data, fitted.b64(), item.image.media_type, fitted.media_type)
-        fixes.append({"name": name, "saved": str(original.path),
-                      "what": f"{fitted.source_width}x{fitted.source_height} {human_size(fitted.source_bytes)} -> "
-                              f"{fitted.width}x{fitted.height} {human_size(fitted.nbytes)} {fitted.media_type}"})
+        if fitted.changed:
+            fixes.append(_shrink(run, transcript, item, name, data, fitted, provider))
     transcript.invalidate()
-    return fixes
+    return fixes[::-1]
+
+
+def _shrink(run, transcript: Transcript, item: Item, name: str, data: bytes, fitted: FittedImage,
+            provider: str) -> dict:
+    """Put the fitted image in the original's place, with a note after it that names the saved
+    original and carries the line's restore marker; clear the image where no note can go."""
+    line = save_record(run.store, item)
+    original = run.store.put(data, fitted.source_media_type, tool=item.tool, call_id=item.call_id)
+    what = (f"{fitted.source_width}x{fitted.source_height} {human_size(fitted.source_bytes)} -> "
+            f"{fitted.width}x{fitted.height} {human_size(fitted.nbytes)} {fitted.media_type}")
+    note = (f"[lookout shrank image {name} to fit {provider}'s limits ({what}). The original is saved "
+            f"in {original.path}." + (f" {MARKER}{line.sha256}" if line else "") + "]")
+    try:
+        transcript.adapter.add_note(transcript, item, note)
+    except LookoutError:
+        return _clear(run, transcript, item, name, f"over its limits, and a shrunk copy cannot be noted here ({what})")
+    _swap(item.record.edit(), item.image.data, fitted.b64(), item.image.media_type, fitted.media_type)
+    return {"name": name, "saved": str(original.path), "what": what}
 
 
 def _clear(run, transcript: Transcript, item: Item, name: str, reason: str) -> dict:

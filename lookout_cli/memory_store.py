@@ -98,9 +98,18 @@ def parse_time(text: str | None) -> dt.datetime | None:
 
 
 # --- text helpers -------------------------------------------------------------------------------
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with each lone surrogate (JSON's "\\ud800", an undecodable argument byte) as
+    U+FFFD: memory files are UTF-8, which cannot hold one."""
+    return _SURROGATE_RE.sub("\ufffd", text)
+
+
 def normalize_note(text: str) -> str:
     """A note is one line: runs of whitespace become one space (every word is kept)."""
-    return " ".join(str(text).split())
+    return " ".join(utf8_safe(str(text)).split())
 
 
 def note_key(text: str) -> str:

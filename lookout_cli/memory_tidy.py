@@ -387,7 +387,8 @@ def prompt_key(session: str | None, timestamp: str | None, text: str, occurrence
     """Which prompt this is: its chat, time and text, and how many identical prompts came
     before it (formats without timestamps repeat a text only by typing it again)."""
     raw = f"{session or ''}\x00{timestamp or ''}\x00{text}\x00{occurrence}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+    # surrogatepass: a prompt may hold a lone surrogate (JSON allows "\ud800")
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 class Ledger:
@@ -413,7 +414,9 @@ class Ledger:
 
 
 def prompts_of(view) -> list:
-    """The first text part of each real user prompt (not attachments, tool results or notices)."""
+    """The first text part of each real user prompt (not attachments, tool results or notices,
+    nor the note lookout left where it cleared or shrank an image before the user's text)."""
+    from lookout_cli.clearing import is_cleared
     from lookout_cli.view import TEXT
 
     prompt_messages = {i.message for i in view.items if i.prompt}
@@ -421,6 +424,8 @@ def prompts_of(view) -> list:
     out = []
     for item in view.items:
         if item.message in prompt_messages and item.message not in seen and item.kind == TEXT and item.role == "user":
+            if is_cleared(item):
+                continue
             seen.add(item.message)
             if item.text.lstrip().startswith("<lookout-"):
                 continue

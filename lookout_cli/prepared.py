@@ -41,13 +41,18 @@ def _folder() -> Path:
     return data_dir() / "prepared"
 
 
+def _utf8(text: str) -> bytes:
+    """A transcript's text as bytes: JSON may hold lone surrogates, which strict UTF-8 refuses."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def chat_key(transcript: Transcript) -> str:
     view = transcript.view()
     identity = view.session_id or transcript.source
     if identity is None:
         first = next((r.raw for r in transcript.records if r.raw and not r.blank), b"")
         identity = hashlib.sha256(first).hexdigest()
-    return hashlib.sha256(str(identity).encode()).hexdigest()[:32]
+    return hashlib.sha256(_utf8(str(identity))).hexdigest()[:32]
 
 
 def last_record_hash(transcript: Transcript) -> str:
@@ -65,13 +70,13 @@ def last_record_hash(transcript: Transcript) -> str:
 
 def summary_path(store: SavedStore, summary: str) -> Path:
     """Where ``save`` keeps the note in the saved-output store."""
-    return store.path_for(hashlib.sha256(summary.encode()).hexdigest(), ".txt").absolute()
+    return store.path_for(hashlib.sha256(_utf8(summary)).hexdigest(), ".txt").absolute()
 
 
 def save(store: SavedStore, transcript: Transcript, summary: str, expires: str | None,
          keep_from: int | None = None, now: dt.datetime | None = None) -> Path:
     """Keep a prepared summary for this chat as it stands now (nothing written on dry runs)."""
-    saved = store.put(summary.encode(), "text", purpose="prepared-summary")
+    saved = store.put(_utf8(summary), "text", purpose="prepared-summary")
     path = _folder() / f"{chat_key(transcript)}.json"
     entry = {
         "summary_sha256": saved.sha256,
@@ -101,8 +106,8 @@ def find(store: SavedStore, transcript: Transcript) -> Prepared | None:
     if data is None:
         return None
     where = entry.get("summary_path")
-    return Prepared(data.decode(), entry["last_record"], entry.get("created", ""), entry.get("expires"),
-                    entry.get("keep_from"), path, Path(where) if where else None)
+    return Prepared(data.decode("utf-8", "surrogatepass"), entry["last_record"], entry.get("created", ""),
+                    entry.get("expires"), entry.get("keep_from"), path, Path(where) if where else None)
 
 
 def is_stale(transcript: Transcript) -> bool:

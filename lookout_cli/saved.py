@@ -26,7 +26,9 @@ from lookout_cli.fsutil import atomic_write
 from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
-MARKER_RE = re.compile(rb"lookout-restore:([0-9a-f]{64})")
+# "+N": the N lines after the marker's line are copies of saved lines (see ``carrying``)
+MARKER_RE = re.compile(rb"lookout-restore:([0-9a-f]{64})(?:\+(\d+))?")
+_MARKER = MARKER.encode()
 
 EXTENSIONS = {
     "image/png": ".png",
@@ -125,6 +127,11 @@ def placeholder(what: str, content: Saved, restore: Saved | None, *, tokens: int
     return text + "]"
 
 
+def restore_marker(raw: bytes) -> str:
+    """The marker naming a line that ``SavedStore.put`` saves as it is (under its sha256)."""
+    return MARKER + hashlib.sha256(raw).hexdigest()
+
+
 def _parse(raw: bytes):
     try:
         return orjson.loads(raw)
@@ -150,18 +157,45 @@ def same_record(current: bytes, original: bytes) -> bool:
     return True
 
 
+def carrying(marker: str, copies: int) -> str:
+    """``marker`` for saved lines of which the writer kept ``copies``, unchanged, right after
+    the marker's own line (a compaction keeps the unknown records among the lines it removes:
+    they pass through). ``lookout restore`` drops those copies: the saved lines hold them in
+    place."""
+    return f"{marker}+{copies}" if copies else marker
+
+
+class Restorer:
+    """Restores lines one after another, following nested restores: ``lines(raw)`` is what a
+    line stood for before lookout changed it ([] for a copy that the line before it restores in
+    place, see ``carrying``). A line whose marker names nothing in the store, or that is a copy
+    of the changed line rather than the line itself, stays as it is."""
+
+    def __init__(self, store: SavedStore, depth: int = 16) -> None:
+        self.store = store
+        self.depth = depth
+        self.copies = 0  # lines still expected to be copies of lines just restored
+        self.block: list[bytes] = []  # the lines just restored that the copies are of, in order
+
+    def lines(self, raw: bytes) -> list[bytes]:
+        if self.copies and raw in self.block:
+            del self.block[: self.block.index(raw) + 1]
+            self.copies -= 1
+            return []
+        self.copies = 0
+        match = MARKER_RE.search(raw) if self.depth > 0 and _MARKER in raw else None
+        original = self.store.get(match.group(1).decode()) if match else None
+        if original is None:
+            return [raw]
+        lines = original.splitlines(keepends=True)
+        if len(lines) == 1 and not same_record(raw, lines[0]):
+            return [raw]
+        inner = Restorer(self.store, self.depth - 1)
+        restored = [line for saved in lines for line in inner.lines(saved)]
+        self.copies, self.block = int(match.group(2) or 0), lines
+        return restored
+
+
 def restore_lines(store: SavedStore, raw: bytes, depth: int = 16) -> list[bytes]:
-    """The lines a line stood for before lookout changed it, following nested restores. A line
-    whose marker names nothing in the store, or that is a copy of the changed line rather than
-    the line itself, stays as it is."""
-    match = MARKER_RE.search(raw)
-    original = store.get(match.group(1).decode()) if match and depth > 0 else None
-    if original is None:
-        return [raw]
-    lines = original.splitlines(keepends=True)
-    if len(lines) == 1 and not same_record(raw, lines[0]):
-        return [raw]
-    restored: list[bytes] = []
-    for line in lines:
-        restored.extend(restore_lines(store, line, depth - 1))
-    return restored
+    """The lines one line stood for before lookout changed it (``Restorer``)."""
+    return Restorer(store, depth).lines(raw)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lookout_cli.formats import Transcript, detect, load_adapter
 from lookout_cli.jsonl import Record, RecordWriter, read_records
-from lookout_cli.saved import MARKER, SavedStore, restore_lines
+from lookout_cli.saved import MARKER, Restorer, SavedStore
 from lookout_cli.view import View
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -70,10 +70,8 @@ class Saver:
 
     def restore(self, data: bytes) -> bytes:
         """What ``lookout restore`` writes for ``data``."""
-        out = []
-        for line in lines(data):
-            out.extend(restore_lines(self.store, line))
-        return b"".join(out)
+        restorer = Restorer(self.store)
+        return b"".join(out for line in lines(data) for out in restorer.lines(line))
 
 
 def check_compact_everywhere(name: str, tmp_path: Path) -> None:

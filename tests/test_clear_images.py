@@ -18,10 +18,14 @@ from lookout_cli.view import IMAGE
 FORMATS = ["claude-code", "codex", "openai", "anthropic"]
 
 
-def make_image(kind: str, size: tuple[int, int] = (64, 48), seed: int = 0) -> tuple[bytes, str]:
-    """A real image made with pillow; noise so the bytes are not tiny."""
-    image = Image.frombytes("RGB", size, os.urandom(size[0] * size[1] * 3) if seed else
-                            bytes((x * 7 + seed) % 256 for x in range(size[0] * size[1] * 3)))
+def make_image(kind: str, size: tuple[int, int] = (600, 400), seed: int = 0) -> tuple[bytes, str]:
+    """A real image made with pillow: a patch of noise, so the bytes are not tiny and no two are
+    alike, on a canvas large enough to cost more tokens than a placeholder (clear-images keeps
+    smaller images)."""
+    patch = (min(size[0], 64), min(size[1], 48))
+    image = Image.new("RGB", size)
+    image.paste(Image.frombytes("RGB", patch, os.urandom(patch[0] * patch[1] * 3) if seed else
+                                bytes((x * 7 + seed) % 256 for x in range(patch[0] * patch[1] * 3))))
     fmt = {"png": "PNG", "jpeg": "JPEG", "webp": "WEBP", "gif": "GIF"}[kind]
     out = io.BytesIO()
     image.save(out, fmt)

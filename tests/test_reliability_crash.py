@@ -213,7 +213,7 @@ def restore_bytes(data: bytes, env: dict, cwd: Path) -> bytes:
 def image_transcript(n_images: int = 4, fmt: str = "anthropic") -> bytes:
     turns = []
     for t in range(n_images):
-        image = png_base64(8 + t, 8, (40 * t, 10, 10))
+        image = png_base64(600 + t, 600, (40 * t, 10, 10))  # worth more tokens than a placeholder
         step = Step(None, "reading", [Call(f"c{t}", "Read", {"path": f"f{t}"}, Result(f"line {t}\n" * 400)),
                                       Call(f"i{t}", "view_image", {}, Result(None, image))], [1, 0])
         turns.append(Turn(f"task {t}", image, [step], f"done {t}"))

@@ -121,10 +121,7 @@ def run_cli(args: list[str], data: bytes = b"", guard: int = 120) -> Outcome:
 # test_reliability_regressions.py: (command words, text of the error) -> that test. The fuzz
 # suites count them instead of failing, so they keep guarding everything else;
 # LOOKOUT_STRICT_PROPERTIES=1 fails on them too. Remove an entry when its test XPASSes.
-KNOWN_ERRORS = [
-    (("memory", "learn"), "UnicodeEncodeError", "test_memory_learn_reads_prompts_with_lone_surrogates"),
-    ((), "unhashable type", "test_a_claude_code_line_whose_type_is_not_a_string"),
-]
+KNOWN_ERRORS: list[tuple[tuple[str, ...], str, str]] = []
 STRICT = bool(os.environ.get("LOOKOUT_STRICT_PROPERTIES"))
 
 

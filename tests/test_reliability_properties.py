@@ -65,20 +65,7 @@ COMMANDS = {
 # test_reliability_regressions.py. A known (command, property[, format]) is counted, not failed,
 # so the properties keep guarding everything else; LOOKOUT_STRICT_PROPERTIES=1 fails on them too.
 # Remove an entry when its regression test starts to pass (XPASS).
-_IN_PLACE = "test_restore_after_compacting_a_message_list_puts_unknown_records_back_in_place"
-KNOWN = {
-    ("clear-images", "tokens"): "test_clear_images_never_grows_the_context",
-    ("clear-images", "restore", "codex"): "test_restore_after_clear_images_on_codex_gives_the_input_back",
-    ("compact", "tokens"): "test_compact_never_grows_the_context_of_a_single_turn",
-    ("compact", "idempotent"): "test_compact_twice_changes_nothing_the_second_time",
-    ("compact-truncate", "tokens"): "test_truncate_with_nothing_to_drop_changes_nothing",
-    ("compact-truncate", "idempotent"): "test_compact_twice_changes_nothing_the_second_time",
-    ("compact-prune", "tokens"): "test_prune_never_grows_the_context",
-    ("prepare-idle-compact", "tokens"): "test_compact_never_grows_the_context_of_a_single_turn",
-    ("prepare-idle-compact", "idempotent"): "test_compact_twice_changes_nothing_the_second_time",
-    **{(name, "restore", fmt): _IN_PLACE for name in ("compact", "compact-truncate", "prepare-idle-compact")
-       for fmt in ("openai", "anthropic")},
-}
+KNOWN: dict[tuple, str] = {}
 STRICT = bool(os.environ.get("LOOKOUT_STRICT_PROPERTIES"))
 
 

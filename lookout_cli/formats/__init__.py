@@ -27,6 +27,18 @@ ADAPTERS = {
 SNIFF_RECORDS = 50  # detection looks at this many JSON records from the top
 
 
+def as_str(value: Any) -> str | None:
+    """``value`` when it is a string, else None: a type or media type is looked up in sets and
+    tables of known names, and a list or object there is unhashable (a TypeError)."""
+    return value if isinstance(value, str) else None
+
+
+def type_of(obj: dict) -> str | None:
+    """``obj["type"]`` when it is a string: any other value names nothing known, so the line or
+    part reads as an unknown one."""
+    return as_str(obj.get("type"))
+
+
 class Transcript:
     """All records of one input, in order, and the adapter that understands them."""
 
@@ -91,6 +103,32 @@ class Adapter:
         in ``toolUseResult``) every copy of the bytes goes."""
         raise self.unsupported("replace content")
 
+    def copies(self, item: Item) -> list[Record]:
+        """Other lines that ``replace_content`` changes with ``item`` (a display copy of an image
+        kept in a line of its own). It leaves in each ``saved.restore_marker`` of its original
+        bytes, which the caller saves first, so ``lookout restore`` puts that line back too."""
+        return []
+
+    def note_part(self, text: str) -> dict:
+        """A text part in the format's shape, for ``add_note``."""
+        return {"type": "text", "text": text}
+
+    def add_note(self, transcript: Transcript, item: Item, text: str) -> None:
+        """Put a text part right after ``item`` in the list of parts that holds it: a note the
+        model reads with a part lookout changed in place (a shrunk image), which carries its
+        restore marker. Raises LookoutError when the part is not in such a list."""
+        *path, index = item.path or (None,)
+        parts = item.record.obj
+        for key in path:
+            parts = parts[key]
+        if not self.can_write or not isinstance(index, int) or not isinstance(parts, list):
+            raise LookoutError(f"{self.name}: cannot add a note after this part")
+        parts = item.record.edit()
+        for key in path:
+            parts = parts[key]
+        parts.insert(index + 1, self.note_part(text))
+        transcript.invalidate()
+
     def add_parts(self, transcript: Transcript, prompt: Item, parts: list[dict]) -> None:
         """Add attachments to the user message that ``prompt`` starts. Each part is a neutral
         dict: ``{"type": "text", "text": …}`` or
@@ -116,7 +154,8 @@ class Adapter:
         ``keep_from`` (a prompt item; None: keep nothing) onward, word for word. ``metadata``
         holds ``trigger`` ("manual"/"auto"), ``pre_tokens`` and ``post_tokens``, and ``save``:
         a callable the adapter MUST call with the list of records it removes or edits in place
-        (before changing them); it saves their original bytes and returns a marker string that
+        (before changing them; with any lines among them that it keeps, see ``saved.carrying``);
+        it saves their original bytes and returns a marker string that
         the adapter puts at the end of the summary text, so ``lookout restore`` can put them
         back. Formats that keep old lines on disk (Claude Code, Codex) remove nothing and need
         not call it. Returns the records it wrote."""

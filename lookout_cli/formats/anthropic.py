@@ -61,7 +61,7 @@ def _message_score(m: Any) -> int:
     if m.get("tool_calls") or m.get("function_call"):
         return 0
     content = m.get("content")
-    types = {p.get("type") for _, p in iter_parts(content)}
+    types = {formats.type_of(p) for _, p in iter_parts(content)}
     if types & OPENAI_PARTS:
         return 0
     if types & ANTHROPIC_BLOCKS or any(isinstance(t, str) and t.endswith("_tool_result") for t in types):

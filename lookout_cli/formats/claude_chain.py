@@ -35,6 +35,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from lookout_cli.formats import type_of
 from lookout_cli.jsonl import Record
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
@@ -114,7 +115,7 @@ class Chain:
 def build_chain(records: list[Record]) -> Chain:
     objs: list[dict | None] = [r.data for r in records]
     lines = [i for i, o in enumerate(objs) if o is not None and _is_chain_line(o)]
-    sidechain = not any(objs[i].get("type") in CONVERSATION_TYPES and not is_sidechain(objs[i])
+    sidechain = not any(type_of(objs[i]) in CONVERSATION_TYPES and not is_sidechain(objs[i])
                         for i in lines)
     chain = Chain(records, sidechain=sidechain)
     members = [i for i in lines if is_sidechain(objs[i]) == sidechain]
@@ -192,7 +193,7 @@ def _find_leaf(objs, lines, members, parent_of) -> int | None:
     parent, the one with the newest timestamp (the first of equals); the newest in file order
     when no timestamp parses."""
     parents = {parent_of(i) for i in lines}
-    candidates = [i for i in members if objs[i].get("type") in CONVERSATION_TYPES and i not in parents]
+    candidates = [i for i in members if type_of(objs[i]) in CONVERSATION_TYPES and i not in parents]
     if not candidates:
         return None
     best, best_time = None, None
@@ -256,7 +257,7 @@ def _preserved_relinks(objs, lines, members, resolve, latest) -> tuple[dict[int,
 
 
 def _is_chain_line(o: dict) -> bool:
-    return o.get("type") in CHAIN_TYPES and isinstance(o.get("uuid"), str)
+    return type_of(o) in CHAIN_TYPES and isinstance(o.get("uuid"), str)
 
 
 def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:

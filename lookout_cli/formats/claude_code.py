@@ -28,7 +28,7 @@ from typing import Any
 
 from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Adapter as _Base
-from lookout_cli.formats import Transcript
+from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
     CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, parse_time,
 )
@@ -56,7 +56,7 @@ def fresh_stamp(records: list[Record]) -> str:
     newest = None
     for record in records:
         data = record.data
-        if isinstance(data, dict) and data.get("type") in CONVERSATION_TYPES:
+        if isinstance(data, dict) and type_of(data) in CONVERSATION_TYPES:
             when = parse_time(data.get("timestamp"))
             if when is not None and (newest is None or when > newest):
                 newest = when
@@ -81,8 +81,8 @@ class Adapter(_Base):
     def sniff(cls, obj: Any) -> int:
         if not isinstance(obj, dict):
             return 0
-        kind = obj.get("type")
-        if not isinstance(kind, str) or kind not in LINE_TYPES:
+        kind = type_of(obj)
+        if kind not in LINE_TYPES:
             return 0
         if kind in CONVERSATION_TYPES and isinstance(obj.get("uuid"), str) \
                 and ("parentUuid" in obj or "sessionId" in obj):
@@ -186,7 +186,7 @@ class Adapter(_Base):
     def set_setup(self, transcript: Transcript, key: str, text: str | None) -> None:
         chain = self.chain(transcript)
         mine = [transcript.records[p] for p in chain.visible
-                if (transcript.records[p].data or {}).get(SETUP_FIELD) == key]
+                if _setup_key(transcript.records[p]) == key]
         if text is None:
             for record in mine:
                 _unlink(transcript, record)
@@ -288,9 +288,8 @@ class Adapter(_Base):
                     and all(r is not item.record for r in setup_records):
                 setup_records.append(item.record)
         tail = [r for r in visible[start:] if (r.data or {}).get("type") != "progress"]
-        in_tail = {(r.data or {}).get(SETUP_FIELD) for r in tail} - {None}
-        setup_records = [r for r in _latest_per_key(setup_records)
-                         if (r.data or {}).get(SETUP_FIELD) not in in_tail]
+        in_tail = {_setup_key(r) for r in tail} - {None}
+        setup_records = [r for r in _latest_per_key(setup_records) if _setup_key(r) not in in_tail]
         parent = summary_id
         remap: dict[str, str] = {}
         suffix = "_lookout" + boundary_id.replace("-", "")[:8]
@@ -380,7 +379,7 @@ def _envelope(chain: Chain) -> dict:
     order += [p for p in reversed(chain.logical()) if p not in chain.visible]
     for pos in order:
         obj = chain.obj(pos)
-        if obj.get("type") not in CONVERSATION_TYPES:
+        if type_of(obj) not in CONVERSATION_TYPES:
             continue
         for key in ENVELOPE:
             if key not in env and isinstance(obj.get(key), str):
@@ -396,15 +395,15 @@ def _is_setup_line(obj: dict) -> bool:
         and att.get("type") in ("nested_memory", "skill_listing", "invoked_skills")
 
 
+def _setup_key(record: Record) -> str | None:
+    """The key of a lookout setup line (only a string is one: it is looked up in sets)."""
+    return as_str((record.data or {}).get(SETUP_FIELD))
+
+
 def _latest_per_key(records: list[Record]) -> list[Record]:
     """Of several lookout setup lines for one key keep the newest (the others are stale)."""
-    last: dict[str, Record] = {}
-    for record in records:
-        key = (record.data or {}).get(SETUP_FIELD)
-        if key:
-            last[key] = record
-    return [r for r in records if not (r.data or {}).get(SETUP_FIELD)
-            or last.get((r.data or {}).get(SETUP_FIELD)) is r]
+    last = {_setup_key(r): r for r in records}
+    return [r for r in records if not _setup_key(r) or last[_setup_key(r)] is r]
 
 
 def _exact_copy(record: Record) -> dict:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lookout_cli.formats import as_str, type_of
 from lookout_cli.formats.claude_chain import Chain, message_id
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
@@ -53,12 +54,11 @@ def dumps(value: Any) -> str:
 def image_ref(source: Any, fallback_type: str | None = None) -> ImageRef:
     if not isinstance(source, dict):
         return ImageRef(media_type=fallback_type)
+    media_type = as_str(source.get("media_type")) or fallback_type
     if source.get("type") == "url" or "url" in source:
-        return ImageRef(media_type=source.get("media_type") or fallback_type, url=source.get("url"))
-    data = source.get("data")
-    data = data if isinstance(data, str) else None
-    return ImageRef(media_type=source.get("media_type") or fallback_type, data=data,
-                    nbytes=b64_size(data))
+        return ImageRef(media_type=media_type, url=as_str(source.get("url")))
+    data = as_str(source.get("data"))
+    return ImageRef(media_type=media_type, data=data, nbytes=b64_size(data))
 
 
 def b64_size(data: str | None) -> int:
@@ -276,7 +276,7 @@ class _Builder:
         for i, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
-            btype = block.get("type")
+            btype = type_of(block)
             path = ("message", "content", i)
             if btype == "text":
                 text = block.get("text") if isinstance(block.get("text"), str) else ""
@@ -306,7 +306,7 @@ class _Builder:
         att = obj.get("attachment")
         if not isinstance(att, dict):
             return
-        atype = att.get("type")
+        atype = type_of(att)
         base = ("attachment",)
         content = att.get("content")
         if atype == "nested_memory":

@@ -24,6 +24,7 @@ from typing import Any
 from lookout_cli import formats
 from lookout_cli.errors import LookoutError
 from lookout_cli.jsonl import Record, loads_exact
+from lookout_cli.saved import restore_marker
 from lookout_cli.tokens import estimate
 from lookout_cli.view import (
     IMAGE,
@@ -67,6 +68,7 @@ TRUNCATION_NOTICE = (
     "[lookout: the earlier part of this conversation was removed to make room in the context "
     "window; no summary of it was kept.]"
 )
+CLEARED_NOTE = "lookout_cleared"  # in a user_message event whose images lookout blanked
 COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
 
 SETUP_OPEN = '<lookout-setup name="{key}">'
@@ -323,10 +325,10 @@ class Adapter(formats.Adapter):
     def sniff(cls, obj: Any) -> int:
         if not isinstance(obj, dict) or "timestamp" not in obj or "payload" not in obj:
             return 0
-        kind = obj.get("type")
+        kind = formats.type_of(obj)
         if kind in RECORD_TYPES:
             return 3
-        if isinstance(kind, str) and isinstance(obj.get("payload"), dict):
+        if kind and isinstance(obj.get("payload"), dict):
             return 1
         return 0
 
@@ -548,18 +550,29 @@ class Adapter(formats.Adapter):
             return
         raise LookoutError(f"cannot replace this {item.kind} part of a Codex transcript")
 
+    def note_part(self, text: str) -> dict:
+        return {"type": "input_text", "text": text}
+
+    def copies(self, item: Item) -> list[Record]:
+        if item.kind != IMAGE:
+            return []
+        return [event for event in item.extra.get("events", ()) if event.raw is not None]
+
     @staticmethod
     def _blank_event_image(record: Record, url: str) -> None:
-        """Blank the UI copy of an image in its ``user_message`` event. The entry becomes "" (not
-        the placeholder: a restore marker there would make ``lookout restore`` put the message
-        line in the event's place)."""
+        """Blank the UI copy of an image in its ``user_message`` event. The entry becomes "" and
+        the event names its own original line (``copies``): the placeholder's marker names the
+        message's line, which restore must not put in the event's place."""
         payload = record.data.get("payload") if record.data else None
         if not isinstance(payload, dict) or url not in (payload.get("images") or ()):
             return
-        images = record.edit()["payload"]["images"]
+        payload = record.edit()["payload"]
+        images = payload["images"]
         for i, value in enumerate(images):
             if value == url:
                 images[i] = ""
+        if record.raw is not None:
+            payload[CLEARED_NOTE] = restore_marker(record.raw)
 
     def add_parts(self, transcript: formats.Transcript, prompt: Item, parts: list[dict]) -> None:
         entry_path = prompt.extra.get("entry_path")
@@ -727,18 +740,23 @@ def _call_name(payload: dict) -> str:
     name = payload.get("name")
     if isinstance(name, str) and name:
         return name
-    return _CALL_NAMES.get(payload.get("type"), payload.get("type") or "tool")
+    kind = formats.type_of(payload)
+    return _CALL_NAMES.get(kind, kind or "tool")
 
 
 def _copy_payload(entry: _Entry) -> dict:
-    if entry.synthetic:
-        return copy.deepcopy(entry.payload)
+    if entry.synthetic:  # the summary of a compaction without replacement_history
+        texts = _message_texts(entry.payload)
+        text = texts[0] if texts else ""
+        if not text.lstrip().startswith(SUMMARY_PREFIX):  # stays a summary, not a user prompt, in
+            text = SUMMARY_PREFIX + "\n" + text  # a replacement_history (as Codex writes its own)
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
     return copy.deepcopy(_get(_exact(entry.record), entry.path))
 
 
 def _latest_real_line(transcript: formats.Transcript) -> Record | None:
     for record in reversed(transcript.records):
-        if record.raw is not None and record.data is not None and record.data.get("type") in RECORD_TYPES:
+        if record.raw is not None and record.data is not None and formats.type_of(record.data) in RECORD_TYPES:
             return record
     return None
 
@@ -814,7 +832,7 @@ class _Builder:
 
     def entry(self, entry: _Entry, tools: dict) -> None:
         payload = entry.payload
-        kind = payload.get("type")
+        kind = formats.type_of(payload)
         ts = _valid_ts(entry.record.data.get("timestamp")) if entry.record.data else None
         base = {"entry_path": entry.path}
         if entry.rebuilt:
@@ -894,9 +912,9 @@ class _Builder:
                     continue
                 self.add(item, False, same_message=not first)
                 first = False
-        elif kind in _MODEL_OUTPUT_TYPES or (isinstance(kind, str) and kind.endswith("_call")):
+        elif kind in _MODEL_OUTPUT_TYPES or (kind and kind.endswith("_call")):
             self._call(entry, payload, ts, base)
-        elif isinstance(kind, str) and kind.endswith("_output") and isinstance(payload.get("call_id"), str):
+        elif kind and kind.endswith("_output") and isinstance(payload.get("call_id"), str):
             self._result(entry, payload, ts, base, tools)
         # ghost_snapshot and unknown item types are not sent to the model
 

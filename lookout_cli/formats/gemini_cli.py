@@ -69,10 +69,10 @@ def _image(part: dict) -> ImageRef | None:
         nbytes = 0
         if data:
             nbytes = max(0, len(data) * 3 // 4 - (len(data) - len(data.rstrip("="))))
-        return ImageRef(media_type=inline.get("mimeType"), data=data, nbytes=nbytes)
+        return ImageRef(media_type=formats.as_str(inline.get("mimeType")), data=data, nbytes=nbytes)
     file_data = part.get("fileData")
     if isinstance(file_data, dict) and str(file_data.get("mimeType", "")).startswith("image/"):
-        return ImageRef(media_type=file_data.get("mimeType"), url=file_data.get("fileUri"))
+        return ImageRef(media_type=file_data["mimeType"], url=formats.as_str(file_data.get("fileUri")))
     return None
 
 
@@ -93,7 +93,7 @@ class Adapter(formats.Adapter):
         if isinstance(obj.get("$set"), dict) or isinstance(obj.get("$rewindTo"), str):
             return 3
         if (
-            obj.get("type") in MESSAGE_TYPES
+            formats.type_of(obj) in MESSAGE_TYPES
             and isinstance(obj.get("id"), str)
             and "content" in obj
             and not any(k in obj for k in ("uuid", "message", "role", "payload"))

@@ -30,6 +30,7 @@ from lookout_cli import formats
 from lookout_cli.errors import LookoutError
 from lookout_cli.formats.claude_items import b64_size
 from lookout_cli.jsonl import Record, loads_exact
+from lookout_cli.saved import carrying
 from lookout_cli.summary_note import TITLE as NOTE_TITLE
 from lookout_cli.view import (
     IMAGE,
@@ -533,11 +534,18 @@ class MessageListAdapter(formats.Adapter):
             host = None  # a new line before the kept tail
         if host is not None and host not in edited:
             edited.append(host)
-        order = {id(r): i for i, r in enumerate(transcript.records)}
-        # what came in is saved; lines added in this run (no original bytes) need no restoring
-        touched = sorted((r for r in removed + edited if r.raw is not None), key=lambda r: order[id(r)])
+        # What came in is saved; lines added in this run (no original bytes) need no restoring.
+        # The lines among them that stay (unknown records, setup, lines that are not JSON) are
+        # saved too, and move right after the summary's line, so that restore puts the saved
+        # lines back in their place instead of those copies (``saved.carrying``).
+        touched = {id(r) for r in removed + edited}
+        at = [n for n, r in enumerate(transcript.records) if id(r) in touched and r.raw is not None]
+        span = transcript.records[at[0]: at[-1] + 1] if at else []
+        carried = [r for r in span if id(r) not in touched and r.raw is not None]
         save: Callable[[list[Record]], str] | None = metadata.get("save")
-        marker = save(touched) if save is not None and touched else ""
+        marker = ""
+        if save is not None and span:
+            marker = carrying(save([r for r in span if r.raw is not None]), len(carried))
         text = compaction_text(body, metadata, marker)
 
         # Apply.
@@ -563,14 +571,17 @@ class MessageListAdapter(formats.Adapter):
             obj["messages"] = new_list
         written = list(edited)
         if host is None:
-            new = Record.new(self.summary_message(text, carry))
+            host = Record.new(self.summary_message(text, carry))
             if keep is None:
-                transcript.append([new])
+                transcript.append([host])
             else:
-                at = transcript.records.index(keep.record)
-                transcript.insert_after(transcript.records[at - 1] if at else None, [new])
-            written.append(new)
+                n = transcript.records.index(keep.record)
+                transcript.insert_after(transcript.records[n - 1] if n else None, [host])
+            written.append(host)
         transcript.remove(removed)
+        if marker and carried:
+            transcript.remove(carried)
+            transcript.insert_after(host, carried)
         transcript.invalidate()
         return written
 

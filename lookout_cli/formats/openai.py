@@ -56,7 +56,7 @@ def _message_score(m: Any) -> int:
     if role in ("tool", "developer", "function") or m.get("tool_calls") or m.get("function_call"):
         return STRONG
     content = m.get("content")
-    types = {p.get("type") for _, p in iter_parts(content)}
+    types = {formats.type_of(p) for _, p in iter_parts(content)}
     if types & OPENAI_PARTS:
         return STRONG
     if types & ANTHROPIC_BLOCKS:
