@@ -173,21 +173,15 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
 
 
 def make_counter(view, settings: Settings, jobs: int = 1, cache: bool = True):
-    """The token counter for ``view``: the model's encoding, through the block-count cache
-    (lookout_cli.token_cache) unless ``cache`` is off; with ``jobs`` > 1 the distinct texts
-    not yet cached are counted first in that many processes."""
-    from lookout_cli import tokens as toks
+    """The token counter for ``view`` (lookout_cli.token_cache.counter_for); with ``jobs`` > 1
+    the distinct texts not yet cached are counted first in that many processes."""
+    from lookout_cli.token_cache import counter_for
     from lookout_cli.view import IMAGE
 
-    counter = toks.TokenCounter.for_model(settings.model or view.model, exact=not settings.estimate)
-    if not counter.exact or not cache and jobs <= 1:
-        return counter
-    from lookout_cli.token_cache import CachedCounter, TokenCache
-
-    wrapped = CachedCounter(counter, TokenCache(counter.encoding) if cache else None)
-    if jobs > 1:
-        wrapped.prefill((i.text for i in view.items if i.kind != IMAGE), jobs=jobs)
-    return wrapped
+    counter = counter_for(settings.model or view.model, exact=not settings.estimate, cache=cache, jobs=jobs)
+    if jobs > 1 and counter.exact:
+        counter.prefill((i.text for i in view.items if i.kind != IMAGE), jobs=jobs)
+    return counter
 
 
 def _jobs(value) -> int:

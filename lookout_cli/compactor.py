@@ -153,11 +153,11 @@ class Gauge:
     def __init__(self, options: Options, view: View, store: SavedStore | None = None,
                  originals: dict[str, str] | None = None) -> None:
         from lookout_cli import meter
-        from lookout_cli.tokens import TokenCounter
+        from lookout_cli.token_cache import counter_for
 
         self.meter = meter
         self.model = options.model or view.model
-        self.counter = TokenCounter.for_model(self.model, exact=not options.estimate)
+        self.counter = counter_for(self.model, exact=not options.estimate)  # what measure counted is reused
         self.settings = meter.Settings(model=options.model, budget=options.budget, estimate=options.estimate,
                                        now=options.now, models_config=options.models_config,
                                        threshold_percent=options.threshold_percent, reserved=options.reserved)
@@ -437,6 +437,9 @@ class Compactor:
         if self.gauge is not None:
             self.result.counted = self.gauge.counter.misses
             self.result.reused = self.gauge.counter.hits
+            close = getattr(self.gauge.counter, "close", None)
+            if close is not None:
+                close()  # the new counts go to the cache in one transaction
         return self.result
 
     def _not_due(self, m) -> str | None:

@@ -5,13 +5,14 @@ their fsync: :func:`atomic_write` with ``durable=False`` renames the file into p
 and leaves it pending; :func:`sync_pending` makes everything pending durable in one go (one
 ``sync`` for a large batch instead of two fsyncs a file). Every atomic replace syncs what is
 pending *before* its own file, so a transcript never reaches the disk ahead of the saved
-outputs it names; so does an exit.
+outputs it names; so does an exit. Log lines (:func:`append_line`) are batched the same way.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import IO
 
 _pending: dict[Path, None] = {}  # files written but not yet fsynced, in order
+_appends: dict[Path, list[bytes]] = {}  # lines to append to logs such as the store's manifest
+APPEND_BATCH = 512
 SYNC_ALL_FROM = 32  # from this many files one sync() of every filesystem is the cheaper way
 
 
@@ -56,9 +59,39 @@ def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True) -> 
         handle.write(data)
 
 
+def append_line(path: str | os.PathLike, line: bytes) -> None:
+    """Append ``line`` to a log file, batched: the lines go in one write under an exclusive
+    lock (so concurrent writers never interleave) at the next sync or every APPEND_BATCH."""
+    lines = _appends.setdefault(Path(path), [])
+    lines.append(line)
+    if len(lines) >= APPEND_BATCH:
+        _write_appends()
+
+
+def _write_appends() -> None:
+    batches = list(_appends.items())
+    _appends.clear()
+    for path, lines in batches:
+        data = b"".join(lines)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+
 @atexit.register
+def _at_exit() -> None:
+    with contextlib.suppress(OSError):  # a log line lost on a full disk must not fail the exit
+        sync_pending()
+
+
 def sync_pending() -> None:
-    """Make every file written with ``durable=False`` durable, with the folders naming them."""
+    """Make every file written with ``durable=False`` durable, with the folders naming them,
+    after writing the batched log lines."""
+    _write_appends()
     if not _pending:
         return
     paths = list(_pending)

@@ -13,16 +13,15 @@ byte for byte.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
+import functools
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from lookout_cli.fsutil import atomic_write
+from lookout_cli.fsutil import append_line, atomic_write
 from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
@@ -57,6 +56,11 @@ class SavedStore:
         self.transcript = transcript
         self.written: list[Saved] = []
 
+    @functools.cached_property
+    def _real_root(self) -> Path:
+        """The root with its links resolved, once (not a realpath per saved file)."""
+        return self.root.resolve() if self.root.is_absolute() else self.root.absolute()
+
     def path_for(self, sha: str, ext: str) -> Path:
         return self.root / "sha256" / sha[:2] / (sha[2:] + ext)
 
@@ -64,11 +68,13 @@ class SavedStore:
         """Save ``data`` (kind: ``text``, ``record`` or an image media type) and return its name."""
         sha = hashlib.sha256(data).hexdigest()
         path = self.path_for(sha, EXTENSIONS.get(kind, ".bin"))
-        saved = Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), len(data))
+        saved = Saved(sha, self._real_root / path.relative_to(self.root), len(data))
         if self.dry_run:
             return saved
         if not path.exists():
-            atomic_write(path, data)
+            # durable before any transcript names it (fsutil syncs pending files first), in one
+            # sync for a batch: compacting a long session saves thousands of outputs
+            atomic_write(path, data, durable=False)
         self._log({"sha256": sha, "bytes": len(data), "kind": kind, "file": str(saved.path), **meta})
         self.written.append(saved)
         return saved
@@ -93,14 +99,7 @@ class SavedStore:
             }
         )
         self.root.mkdir(parents=True, exist_ok=True)
-        line = orjson.dumps({k: v for k, v in entry.items() if v is not None}) + b"\n"
-        # One write of one line under an exclusive lock: concurrent writers never interleave.
-        fd = os.open(self.root / "manifest.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_line(self.root / "manifest.jsonl", orjson.dumps({k: v for k, v in entry.items() if v is not None}) + b"\n")
 
 
 def human_size(nbytes: int) -> str:

@@ -170,10 +170,11 @@ class CachedCounter:
         self.exact = counter.exact
         self.cache = cache if counter.exact else None  # None: memo and processes, no disk
         self._memo: dict[str, int] = {}
+        self._memo_hits = 0
 
     @property
     def hits(self) -> int:
-        return self.inner.hits + (self.cache.hits if self.cache else 0)
+        return self.inner.hits + self._memo_hits + (self.cache.hits if self.cache else 0)
 
     @property
     def misses(self) -> int:
@@ -190,6 +191,8 @@ class CachedCounter:
         if n is None:
             n = self.inner.count(text) if self.cache is None else self.cache.count(text, self.inner.count)
             self._memo[text] = n
+        else:
+            self._memo_hits += 1
         return n
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
@@ -219,6 +222,18 @@ class CachedCounter:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+
+
+def counter_for(model: str | None, exact: bool = True, cache: bool = True, jobs: int = 1):
+    """The token counter for ``model``: its encoding through the block-count cache (so what
+    one command counted the next need not), unless ``cache`` is off; wrapped also when ``jobs``
+    > 1, to keep what ``prefill`` counts in other processes."""
+    from lookout_cli.tokens import TokenCounter
+
+    counter = TokenCounter.for_model(model, exact=exact)
+    if not counter.exact or (not cache and jobs <= 1):
+        return counter
+    return CachedCounter(counter, TokenCache(counter.encoding) if cache else None)
 
 
 # --- processes for cold passes ------------------------------------------------------------

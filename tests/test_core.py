@@ -11,6 +11,7 @@ import pytest
 from conftest import run_lookout
 from lookout_cli.config import Config
 from lookout_cli.errors import LookoutError
+from lookout_cli.fsutil import sync_pending
 from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, read_records
 from lookout_cli.saved import MARKER, SavedStore, placeholder, restore_lines
 
@@ -75,6 +76,8 @@ def test_store_is_content_addressed_and_idempotent(tmp_path):
     two = store.put(b"hello", "text", tool="Bash")
     assert one == two and one.path.read_bytes() == b"hello"
     assert one.path.parent.name == one.sha256[:2]
+    assert not (tmp_path / "s" / "manifest.jsonl").exists()  # batched until the next sync
+    sync_pending()  # as before a transcript is written, and at exit
     manifest = [orjson.loads(line) for line in (tmp_path / "s" / "manifest.jsonl").read_bytes().splitlines()]
     assert manifest[0]["sha256"] == one.sha256 and manifest[0]["command"] == "test"
     assert store.get(one.sha256) == b"hello"
@@ -182,3 +185,31 @@ def test_restore_leaves_copies_of_a_changed_line_alone(tmp_path):
     assert restore_lines(store, in_place) == [original]
     assert restore_lines(store, copy) == [copy]
     assert restore_lines(store, wrapped) == [wrapped]
+
+
+def test_saved_outputs_are_durable_and_logged_before_the_transcript_that_names_them(tmp_path):
+    """A batch of saved outputs is synced once, before -o writes the transcript; the manifest
+    gets every line, in one locked write."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os
+from lookout_cli import fsutil
+from lookout_cli.saved import SavedStore
+calls = []
+real_sync, real_fsync = os.sync, os.fsync
+os.sync = lambda: calls.append("sync") or real_sync()
+os.fsync = lambda fd: calls.append("fsync") or real_fsync(fd)
+store = SavedStore(__import__("pathlib").Path({str(tmp_path / 's')!r}), command="test")
+for n in range(100):
+    store.put(str(n).encode(), "text")
+assert calls == [], calls  # nothing synced one file at a time
+with fsutil.atomic_writer({str(tmp_path / 'out.jsonl')!r}) as out:
+    assert calls == ["sync"], calls  # the outputs are durable before the transcript is written
+    out.write(b"{{}}\\n")
+print(len(open({str(tmp_path / 's' / 'manifest.jsonl')!r}).read().splitlines()))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "100"
