@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,8 @@ def run_once(cmd: list[str], stdin: Path | None, env: dict, stdout: Path | None 
     try:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
-        _, status, ru = os.wait4(p.pid, 0)
+        with PeakWatch(p.pid) as watch:
+            _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
     finally:
@@ -78,7 +80,41 @@ def run_once(cmd: list[str], stdin: Path | None, env: dict, stdout: Path | None 
             fin.close()
         if stdout:
             fout.close()
-    return wall, ru.ru_maxrss / 1024, p.returncode
+    return wall, (watch.peak_kib or ru.ru_maxrss) / 1024, p.returncode
+
+
+class PeakWatch:
+    """The child's own peak RSS, read from /proc/PID/status (VmHWM) every few milliseconds.
+
+    Not ``ru_maxrss`` from wait4: Linux starts a child's high-water mark at its parent's RSS at
+    fork and keeps it across exec, so every child of a runner holding a 100 MB input would
+    report the runner's size. VmHWM belongs to the process's own memory map, new at exec. The
+    watch runs in a thread so the wall time stays exact; 0 where /proc is missing."""
+
+    def __init__(self, pid: int, every: float = 0.005):
+        self.path, self.every, self.peak_kib = f"/proc/{pid}/status", every, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._done.is_set():
+            try:
+                with open(self.path, "rb") as fh:
+                    for line in fh:
+                        if line.startswith(b"VmHWM:"):
+                            self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+                            break
+            except (OSError, ValueError):
+                return
+            self._done.wait(self.every)
+
+    def __enter__(self) -> PeakWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def timed_pair(a: list[str], b: list[str] | None, stdin: Path | None, env: dict, runs: int,

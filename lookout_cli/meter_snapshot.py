@@ -63,9 +63,9 @@ def load(path: str, settings: Settings, format_name: str | None) -> Meter | None
         if totals["mtime_ns"] != st.st_mtime_ns or totals["setup"] != _setup_files(settings, totals["cwd"]):
             return None
         meter = _decode(Meter, totals["meter"])
+        at = parse_time(totals["warm_at"])
     except (OSError, KeyError, TypeError, ValueError, AttributeError):
         return None  # another lookout's or a damaged snapshot: measure again
-    at = parse_time(totals["warm_at"])
     if meter.warm is not None and at is not None:  # the one figure that moves with the clock
         now = settings.now or dt.datetime.now(dt.timezone.utc)
         meter.warm = warm_from(meter.warm.tier, meter.warm.tier_source, at, now)

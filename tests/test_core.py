@@ -213,3 +213,23 @@ print(len(open({str(tmp_path / 's' / 'manifest.jsonl')!r}).read().splitlines()))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "100"
+
+
+def test_the_command_list_says_what_each_command_says_of_itself():
+    """``lookout --help`` lists the commands from cli.SUMMARIES without importing them."""
+    import subprocess
+    import sys
+
+    import click
+
+    from lookout_cli.cli import COMMANDS, SUMMARIES, cli
+
+    ctx = click.Context(cli)
+    assert list(SUMMARIES) == list(COMMANDS)
+    for name in COMMANDS:
+        assert SUMMARIES[name] == cli.get_command(ctx, name).get_short_help_str(10**6)
+    code = ("import sys; from lookout_cli.cli import cli\ntry:\n    cli(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('lookout_cli.commands.')), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "Report what fills the model's context" in done.stdout
+    assert done.stderr.strip() == "[]"

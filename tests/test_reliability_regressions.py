@@ -1,9 +1,5 @@
-"""Every failure the reliability suites found, as a small test of its own.
-
-Fixed in the core (``jsonl.py``, ``clearing.py``): plain tests. Found in modules other
-engineers own: ``xfail(strict=True)`` with the diagnosis, so the test turns red (XPASS) the day
-the fix lands and the marker must go.
-"""
+"""Every failure the reliability suites found, as a small test of its own: each failed on the
+code before its fix, and its docstring names the module, the diagnosis and the fix."""
 
 from __future__ import annotations
 
