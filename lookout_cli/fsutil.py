@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,10 +28,22 @@ SYNC_ALL_FROM = 32  # from this many files one sync() of every filesystem is the
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: bool = True) -> Iterator[IO[bytes]]:
-    """Yield a binary file that replaces ``path`` only when the block ends without error."""
-    path = Path(path)
+    """Yield a binary file that replaces ``path`` only when the block ends without error.
+
+    A link is followed (the file it names is replaced; the link stays). A device or a pipe
+    (``-o /dev/null``, ``-o /dev/stdout``, a FIFO) is written to as it is: there is no file to
+    replace, and a rename over it would put a regular file in its place."""
+    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     if durable:
         sync_pending()
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:
+        with open(path, "wb") as handle:
+            yield handle
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
@@ -165,6 +166,26 @@ def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_B
         yield Record(lineno, raw)
 
 
+class NullStream:
+    """Standard output that is /dev/null (``lookout measure -q FILE > /dev/null`` in a hook):
+    what would be written there is dropped here, without copying it."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def is_dev_null(stream: IO[bytes]) -> bool:
+    try:
+        st = os.fstat(stream.fileno())
+        null = os.stat(os.devnull)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev
+
+
 class RecordWriter:
     """Write records to a binary stream: original bytes when untouched, compact JSON when edited."""
 
@@ -197,6 +218,8 @@ class RecordWriter:
     def copy_from(self, source: IO[bytes], chunk: int = 1 << 20) -> None:
         """Copy a whole input stream byte for byte (a transcript nothing needed to parse);
         from file to file or pipe in the kernel when it can (sendfile), else through memory."""
+        if isinstance(self.stream, NullStream):
+            return
         try:
             self.stream.flush()
             sent = _sendfile(source, self.stream)

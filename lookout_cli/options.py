@@ -28,7 +28,7 @@ from lookout_cli.config import Config
 from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.formats import ADAPTERS, Transcript, detect, load_adapter
 from lookout_cli.fsutil import atomic_writer, sync_pending
-from lookout_cli.jsonl import DEFAULT_MAX_RECORD_BYTES, Record, RecordWriter, read_records
+from lookout_cli.jsonl import DEFAULT_MAX_RECORD_BYTES, NullStream, Record, RecordWriter, is_dev_null, read_records
 from lookout_cli.paths import save_dir
 from lookout_cli.saved import SavedStore
 from lookout_cli.term import Reporter
@@ -260,7 +260,7 @@ class Run:
         target = self.file if self.in_place else (None if self.output in (None, "-") else self.output)
         if target is None:
             sync_pending()  # the saved outputs the transcript names are on disk before it leaves
-            writer = RecordWriter(sys.stdout.buffer)
+            writer = RecordWriter(NullStream() if is_dev_null(sys.stdout) else sys.stdout.buffer)
             yield writer
             writer.flush()
             return

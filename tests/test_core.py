@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 
 import orjson
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from conftest import run_lookout
 from lookout_cli.config import Config
 from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import sync_pending
+from lookout_cli.fsutil import atomic_write, sync_pending
 from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, read_records
 from lookout_cli.saved import MARKER, SavedStore, placeholder, restore_lines
 
@@ -233,3 +234,32 @@ def test_the_command_list_says_what_each_command_says_of_itself():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "Report what fills the model's context" in done.stdout
     assert done.stderr.strip() == "[]"
+
+
+def test_output_to_a_pipe_or_a_link_keeps_it_what_it_is(tmp_path):
+    """-o to a FIFO (or /dev/null) writes into it; a rename over it used to leave a regular file
+    in its place (as root, `-o /dev/null` replaced the device). -i on a link updates the file
+    the link names and keeps the link."""
+    import subprocess
+    import threading
+
+    from conftest import lookout_exe
+
+    data = b'{"role":"user","content":"hi"}\n'
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    done = subprocess.run([*lookout_exe(), "measure", "-q", "-o", str(fifo)], input=data, capture_output=True,
+                          timeout=60)
+    reader.join(60)
+    assert done.returncode == 0, done.stderr
+    assert got == [data] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+    target = tmp_path / "real.jsonl"
+    target.write_bytes(b"old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    atomic_write(link, b"new\n")
+    assert link.is_symlink() and target.read_bytes() == b"new\n"
