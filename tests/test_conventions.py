@@ -139,8 +139,11 @@ def test_closed_pipe_exits_141(command, env, tmp_path):
 @pytest.mark.parametrize("command", FILTERS, ids=ID)
 def test_ctrl_c_exits_130(command, env, tmp_path):
     # stdin stays open and empty, so the command is waiting for input when Ctrl-C arrives
+    # SIGINT as a terminal gives it: a runner started in the background (nohup, `&`) passes it on
+    # ignored, and Python then leaves it ignored
     proc = subprocess.Popen([*lookout_exe(), *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+                            stderr=subprocess.PIPE, env=env, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         time.sleep(2.0)
         proc.send_signal(signal.SIGINT)
