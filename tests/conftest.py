@@ -15,6 +15,21 @@ SHARED_TRANSCRIPTS = REPO.parent / "shared" / "transcripts"
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_configure(config):
+    """Compile lookout's modules once, as pip does when it installs a wheel: an editable install
+    under PYTHONDONTWRITEBYTECODE (set in some CI images) would otherwise compile every module
+    in each of the suite's thousands of ``lookout`` processes (about 0.1 s each)."""
+    if hasattr(config, "workerinput"):  # xdist workers: the controller did it
+        return
+    import compileall
+
+    import lookout_cli
+    import lookout_cli.commands
+
+    for package in (lookout_cli, lookout_cli.commands):
+        compileall.compile_dir(Path(package.__file__).parent, quiet=1)
+
+
 def lookout_exe() -> list[str]:
     """The installed console script (falls back to ``python -m lookout_cli``)."""
     exe = shutil.which("lookout", path=str(Path(sys.executable).parent))
