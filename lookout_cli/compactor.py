@@ -269,7 +269,10 @@ def saved_text(store: SavedStore, item: Item, known: dict[str, str] | None = Non
         data = store.get(sha)
     if data is None or hashlib.sha256(data).hexdigest() != sha:
         return item.text
-    return data.decode("utf-8", "replace")
+    try:  # saved with surrogatepass (``clearing``): the same text, lone surrogates and all
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace")
 
 
 def _describe(item: Item, tokens: int, saved=None) -> dict:

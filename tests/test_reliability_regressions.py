@@ -479,3 +479,27 @@ def test_a_claude_code_setup_key_that_is_not_a_string():
         out = run_cli(args, data)
         assert_clean(out, args)
         assert out.code == 0
+
+
+def test_compact_reads_a_cleared_output_with_a_lone_surrogate_back_as_it_was(tmp_path):
+    """compactor.py saved_text read a cleared output back from the store with
+    ``decode("utf-8", "replace")``, but ``clearing`` saves it with surrogatepass: a lone
+    surrogate came back as three U+FFFD, so the calibration (which counts cleared output at its
+    original size) differed between the end of a run and the start of the next, and a second
+    run's decisions started from another figure than the first run ended with (found while
+    chasing the idempotence property on ``compact-truncate``: a run's ``after`` was not the
+    next run's ``before``). Fixed: read back with surrogatepass (replace only if the bytes are
+    not UTF-8 at all)."""
+    out = "".join(f"{i}: caf\u00e9 \ud800 output line\n" for i in range(120))
+    turns = [Turn(f"task {k}", None, [Step(None, "reading", [Call(f"c{k}", "Read", {"path": "a"}, Result(out))], [0])],
+                  "done") for k in range(2)]
+    data = render(Conversation("claude-sonnet-4-5", "sys", turns, None, [], False, [0], False, True), "claude-code")
+    report = tmp_path / "report.json"
+    args = ["compact", "--stage", "clamp", "--max-tool-output-chars", "200", "--max-tokens", "1k", "--now", NOW,
+            "-q", "--report", str(report)]
+    first = run_cli(args, data)
+    assert first.code == 0 and first.out != data
+    after = json.loads(report.read_text())["tokens"]["after"]
+    second = run_cli(args, first.out)
+    assert second.code == 0 and second.out == first.out
+    assert json.loads(report.read_text())["tokens"]["before"] == after
