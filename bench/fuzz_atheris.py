@@ -16,7 +16,6 @@ fixtures under tests/data and the first 64 KB of each real transcript.
 from __future__ import annotations
 
 import io
-import json
 import sys
 from pathlib import Path
 
@@ -27,8 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 with atheris.instrument_imports(include=["lookout_cli"]):
     from lookout_cli.errors import LookoutError
     from lookout_cli.formats import ADAPTERS, Transcript, load_adapter
-    from lookout_cli.jsonl import RecordWriter, read_records
-    from lookout_cli.view import IMAGE, TOOL_RESULT
+    from lookout_cli.jsonl import read_records
+
+sys.path.insert(0, str(REPO / "tests"))
+from test_reliability_harness import assert_new_lines_are_json, clear_and_write  # noqa: E402
 
 
 def _cli(args: list[str], data: bytes) -> None:
@@ -50,23 +51,11 @@ def one_input(data: bytes) -> None:
     given = {r.body for r in records}
     for name in ADAPTERS:
         fresh = [type(r)(r.lineno, r.raw) for r in records]
-        transcript = Transcript(fresh, load_adapter(name))
         try:
-            view = transcript.view()
-            view.orphans()
-            for _ in range(3 if transcript.adapter.can_write else 0):
-                # one at a time, from a fresh view: an image may sit inside a result just cleared
-                left = [i for i in transcript.view().items if i.kind in (TOOL_RESULT, IMAGE) and i.text != "[cleared]"]
-                if not left:
-                    break
-                transcript.adapter.replace_content(transcript, left[0], "[cleared]")
-            out = io.BytesIO()
-            RecordWriter(out).write_all(transcript.records)
+            written = clear_and_write(Transcript(fresh, load_adapter(name)), 3)
         except LookoutError:
             continue
-        for record in read_records(io.BytesIO(out.getvalue())):
-            if record.body not in given and record.body.strip():
-                json.loads(record.body)
+        assert_new_lines_are_json(given, written)
     for args in (["measure", "--estimate", "-q"], ["clear-images", "--budget", "1", "--keep-recent", "0", "-q"]):
         _cli(args, data)
 

@@ -18,7 +18,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import IO, Any
 
 import click

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from strategies import Call, Conversation, Result, Step, Turn, png_base64, render
-from test_reliability_crash import env_for, environment, store_is_sound
-from test_reliability_harness import LONG, run_cli, tally, workdir
+from test_reliability_crash import env_for, store_is_sound
+from test_reliability_harness import LONG, environment, run_cli, tally, workdir
 
 # Waits for the start file, then runs lookout (so every writer starts at the same moment).
 GATE = r"""
@@ -51,7 +51,7 @@ def transcript(k: int, fmt: str | None = None) -> bytes:
     shared = png_base64(600, 600, (1, 2, 3))
     own = png_base64(600 + k % 20, 600, (k % 256, 0, 0))
     step = Step(None, "look", [Call("c1", "view_image", {}, Result(None, shared)),
-                               Call("c2", "Read", {"path": "a"}, Result(f"shared output\n" * 200)),
+                               Call("c2", "Read", {"path": "a"}, Result("shared output\n" * 200)),
                                Call("c3", "view_image", {}, Result(None, own))], [2, 0, 1])
     turns = [Turn(f"task {k}", own, [step], "seen"), Turn("next", shared, [], "ok")]
     conv = Conversation("claude-sonnet-4-5", "sys", turns, None, [], False, [0], False, True)

@@ -20,7 +20,6 @@ and may mount, a 1 MB tmpfs (ENOSPC): the error is one clear line and the input 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -37,7 +36,7 @@ import pytest
 
 from conftest import lookout_exe
 from strategies import Call, Conversation, Result, Step, Turn, png_base64, render
-from test_reliability_harness import LONG, run_cli, tally, workdir
+from test_reliability_harness import LONG, environment, run_cli, tally, workdir
 
 PYTHON = sys.executable
 
@@ -180,26 +179,6 @@ def complete_like(now: bytes, new: bytes) -> bool:
     for line in lines:
         json.loads(line)
     return True
-
-
-@contextlib.contextmanager
-def environment(env: dict):
-    """This process's environment set to ``env``'s lookout and XDG variables for a while."""
-    keys = [k for k in set(env) | set(os.environ) if k.startswith(("LOOKOUT_", "XDG_"))]
-    saved = {k: os.environ.get(k) for k in keys}
-    try:
-        for key in keys:
-            if key in env:
-                os.environ[key] = env[key]
-            else:
-                os.environ.pop(key, None)
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def restore_bytes(data: bytes, env: dict, cwd: Path) -> bytes:

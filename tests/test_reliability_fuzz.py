@@ -11,7 +11,6 @@ through (exit 0): never a traceback, an "internal error", a hang or invalid JSON
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -25,12 +24,13 @@ from hypothesis import strategies as st
 from conftest import lookout_exe
 from lookout_cli.errors import LookoutError
 from lookout_cli.formats import ADAPTERS, Transcript, load_adapter
-from lookout_cli.jsonl import RecordWriter
 from strategies import transcripts
 from test_reliability_harness import (
     LONG,
     assert_clean,
+    assert_new_lines_are_json,
     bodies,
+    clear_and_write,
     hsettings,
     known_error,
     records_of,
@@ -216,7 +216,6 @@ def test_commands_survive_broken_transcripts(case, which, forced, tmp_path_facto
 def test_every_adapter_reads_and_edits_broken_transcripts(case, forced):
     """Straight to each adapter (forced, whatever the input): build the view, clear every tool
     result and image, write the records out. Only a LookoutError may stop it."""
-    from lookout_cli.view import IMAGE, TOOL_RESULT
 
     _fmt, _data, bad, _kinds = case
     tally("fuzz inputs tried")
@@ -225,27 +224,14 @@ def test_every_adapter_reads_and_edits_broken_transcripts(case, forced):
         record.obj  # parse every line (errors are recorded on the record, never raised)
     transcript = Transcript(records, load_adapter(forced))
     try:
-        view = transcript.view()
-        view.orphans()
-        for _ in range(5 if transcript.adapter.can_write else 0):
-            # one at a time, from a fresh view (as commands do): an image may sit inside a
-            # result that was just cleared
-            left = [i for i in transcript.view().items if i.kind in (TOOL_RESULT, IMAGE) and i.text != "[cleared]"]
-            if not left:
-                break
-            transcript.adapter.replace_content(transcript, left[0], "[cleared]")
-        out = io.BytesIO()
-        RecordWriter(out).write_all(transcript.records)
+        written = clear_and_write(transcript, 5)
     except LookoutError:
         return
     except TypeError as exc:  # a known failure is counted (see KNOWN_ERRORS), others fail
         if known_error([], f"{type(exc).__name__}: {exc}"):
             return
         raise
-    given_lines = set(bodies(bad))
-    for record in records_of(out.getvalue()):
-        if record.body not in given_lines and record.body.strip():
-            json.loads(record.body)  # an edited line is still JSON
+    assert_new_lines_are_json(set(bodies(bad)), written)  # an edited line is still JSON
 
 
 @pytest.mark.parametrize("fmt", ["claude-code", "codex", "openai", "anthropic"])

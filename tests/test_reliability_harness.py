@@ -149,6 +149,51 @@ def assert_clean(outcome: Outcome, args: list[str]) -> None:
         assert errors, f"{what}: exit 2 without an error line\n{outcome.err}"
 
 
+@contextlib.contextmanager
+def environment(env: dict):
+    """This process's environment set to ``env``'s lookout and XDG variables for a while."""
+    keys = [k for k in set(env) | set(os.environ) if k.startswith(("LOOKOUT_", "XDG_"))]
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        for key in keys:
+            if key in env:
+                os.environ[key] = env[key]
+            else:
+                os.environ.pop(key, None)
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def clear_and_write(transcript: Transcript, rounds: int) -> bytes:
+    """Build the view and check its pairs, clear up to ``rounds`` tool results and images one at
+    a time from a fresh view (as commands do: an image may sit inside a result just cleared),
+    and write the transcript. A ``LookoutError`` (a refusal) passes up."""
+    from lookout_cli.jsonl import RecordWriter
+    from lookout_cli.view import IMAGE, TOOL_RESULT
+
+    transcript.view().orphans()
+    for _ in range(rounds if transcript.adapter.can_write else 0):
+        left = [i for i in transcript.view().items if i.kind in (TOOL_RESULT, IMAGE) and i.text != "[cleared]"]
+        if not left:
+            break
+        transcript.adapter.replace_content(transcript, left[0], "[cleared]")
+    out = io.BytesIO()
+    RecordWriter(out).write_all(transcript.records)
+    return out.getvalue()
+
+
+def assert_new_lines_are_json(given: set[bytes], written: bytes) -> None:
+    """Every line the run wrote that was not in its input is JSON."""
+    for record in records_of(written):
+        if record.body not in given and record.body.strip():
+            json.loads(record.body)
+
+
 # --- reading results --------------------------------------------------------------------------
 def records_of(data: bytes) -> list[Record]:
     return list(read_records(io.BytesIO(data)))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import lookout_exe
-from test_reliability_harness import LONG, assert_clean, run_cli, tally, workdir
+from test_reliability_harness import LONG, assert_clean, environment, run_cli, tally, workdir
 
 SECRET_OUTSIDE = "TOPSECRET-OUTSIDE-THE-WORKSPACE"
 
@@ -109,21 +109,13 @@ def _zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]]) -> bytes:
 def exported(tmp_path_factory) -> bytes:
     """A real export of a project scope (made once), to graft attacks onto."""
     root = tmp_path_factory.mktemp("exporter")
-    saved = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "XDG_CONFIG_HOME")}
-    os.environ.update(XDG_DATA_HOME=str(root / "data"), XDG_CONFIG_HOME=str(root / "config"))
-    try:
+    with environment({**os.environ, "XDG_DATA_HOME": str(root / "data"), "XDG_CONFIG_HOME": str(root / "config")}):
         project = root / "project"
         project.mkdir()
         for note in ("The CI needs Docker running", "Releases are tagged from main"):
             assert run_cli(["memory", "save", "-q", "-P", str(project), note]).code == 0
         done = run_cli(["memory", "export", "-q", "-P", str(project), "-o", str(root / "export.zip")])
         assert done.code == 0, done.err
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return (root / "export.zip").read_bytes()
 
 
