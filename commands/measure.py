@@ -46,8 +46,10 @@ Examples:
   lookout measure --plot context.png --report report.json < rollout.jsonl > /dev/null
 
 \b
-Reads the whole transcript (the view of the model-visible context needs every record); the
-transcript passes through byte for byte. The report goes to standard error, or to standard
+Reads the whole transcript (the view of the model-visible context needs every record) but
+keeps only where each line is and a small summary of it, so memory grows with the number of
+lines, not their size (standard input that is not a file is kept in a temporary file
+meanwhile); the transcript passes through byte for byte. The report goes to standard error, or to standard
 output with --report-only (text) or --json, and as JSON to --report FILE.
 
 \b
@@ -125,17 +127,22 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
     transcript = None
     if meter is None:
-        transcript = run.load()
-        view = transcript.view()
-        counter = make_counter(view, settings, jobs=_jobs(run.setting("measure.jobs", jobs, 1)), cache=cache)
+        from lookout_cli.item_counts import CountingSink  # not needed when the figures are reused
+
+        transcript = run.load(lean=True)  # offsets and small summaries, not every parsed line
+        n_jobs = _jobs(run.setting("measure.jobs", jobs, 1))
+        sink = CountingSink(lambda model: make_counter(settings.model or model, settings, n_jobs, cache), n_jobs)
+        transcript.sink = sink
         try:
+            view = transcript.view()
+            counter = sink.finish(view)
             meter = measure_view(view, settings, counter=counter)
         finally:
-            close = getattr(counter, "close", None)
+            close = getattr(sink.counter, "close", None)
             if close is not None:
                 close()  # writes the new counts to the cache in one transaction
         if remembered and run.clean:
-            measured = sum(len(r.raw) for r in transcript.records if r.raw)
+            measured = sum(r.size for r in transcript.records)
             meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
                                 last_timed(view.usages))
     report = to_dict(meter, run.source, fail_at)
@@ -172,16 +179,11 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         raise CheckFailed(f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%")
 
 
-def make_counter(view, settings: Settings, jobs: int = 1, cache: bool = True):
-    """The token counter for ``view`` (lookout_cli.token_cache.counter_for); with ``jobs`` > 1
-    the distinct texts not yet cached are counted first in that many processes."""
+def make_counter(model: str | None, settings: Settings, jobs: int = 1, cache: bool = True):
+    """The token counter for ``model`` (lookout_cli.token_cache.counter_for)."""
     from lookout_cli.token_cache import counter_for
-    from lookout_cli.view import IMAGE
 
-    counter = counter_for(settings.model or view.model, exact=not settings.estimate, cache=cache, jobs=jobs)
-    if jobs > 1 and counter.exact:
-        counter.prefill((i.text for i in view.items if i.kind != IMAGE), jobs=jobs)
-    return counter
+    return counter_for(model, exact=not settings.estimate, cache=cache, jobs=jobs)
 
 
 def _jobs(value) -> int:

@@ -39,9 +39,18 @@ def _stand_in(store: SavedStore, nbytes: int, kind: str, sha: str = "0" * 64) ->
     return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), nbytes)
 
 
+CLEARED_PREFIX = "[lookout cleared"
+
+
 def is_cleared(item: Item) -> bool:
     """True when a part already holds a lookout placeholder (clearing it again changes nothing)."""
-    return MARKER in item.text or item.text.startswith("[lookout cleared")
+    return MARKER in item.text or item.text.startswith(CLEARED_PREFIX)
+
+
+def cleared_sign(text: str) -> str:
+    """The part of a cleared text that makes ``is_cleared`` say so (the rest can go)."""
+    at = text.find(MARKER)
+    return text[at:at + len(MARKER)] if at >= 0 else text[:len(CLEARED_PREFIX)]
 
 
 def save_record(store: SavedStore, item: Item) -> Saved | None:

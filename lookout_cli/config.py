@@ -10,7 +10,6 @@ A key's variable is ``LOOKOUT_`` plus the key in capitals with dots as underscor
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,8 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def _read(path: Path) -> dict:
+    import tomllib  # here, not at the top: most runs find no config file (start-up time)
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
@@ -50,6 +51,8 @@ def find_project_file(start: Path | None = None) -> Path | None:
 
 def _scalar(text: str) -> Any:
     """Read a variable's value as a TOML scalar when it is one (80, 0.75, true), else text."""
+    import tomllib
+
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:

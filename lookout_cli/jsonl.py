@@ -8,6 +8,7 @@ compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
 
 from __future__ import annotations
 
+import array
 import contextlib
 import json
 import os
@@ -76,7 +77,7 @@ def dumps_compact(obj: Any) -> bytes:
 class Record:
     """One line of a transcript: its original bytes and, on demand, its parsed value."""
 
-    __slots__ = ("lineno", "raw", "_obj", "edited", "error")
+    __slots__ = ("lineno", "raw", "_obj", "edited", "error", "node")
 
     def __init__(self, lineno: int, raw: bytes | None, obj: Any = _UNPARSED) -> None:
         self.lineno = lineno  # 1-based line number in the input; 0 for records lookout adds
@@ -84,6 +85,15 @@ class Record:
         self._obj = obj
         self.edited = raw is None
         self.error: str | None = None
+        self.node: Any = None  # what an adapter keeps of the line when its value is let go
+
+    @property
+    def size(self) -> int:
+        """Bytes the line took in the input (0 for records lookout adds)."""
+        return len(self.raw or b"")
+
+    def release(self) -> None:
+        """Let go of what can be read again (only a ``LeanRecord`` can)."""
 
     @classmethod
     def new(cls, obj: Any) -> Record:
@@ -110,9 +120,10 @@ class Record:
         """The parsed value, or None when the line is blank or not JSON (see ``error``)."""
         if self._obj is _UNPARSED:
             self._obj = None
-            if not self.blank:
+            raw = self.raw  # once: a lean record reads it from its file
+            if raw and not raw.isspace():
                 try:  # the line ending is JSON whitespace: parse the line as read, uncopied
-                    self._obj = orjson.loads(self.raw)
+                    self._obj = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     try:  # what orjson refuses: lone surrogates, and what is not JSON at all
                         self._obj = _loads(self.body)  # nested deeper than ~1,000 levels: not read
@@ -146,6 +157,78 @@ class Record:
         if not self.edited:
             return self.raw or b""
         return dumps_compact(self._obj) + self.line_ending
+
+
+class LineIndex:
+    """Where each line of a seekable input starts: one array for the file, not two numbers per
+    record (``LeanRecord``)."""
+
+    def __init__(self, fd: int, start: int) -> None:
+        self.fd = fd
+        self.starts = array.array("q", [start])
+
+    def add(self, size: int) -> None:
+        self.starts.append(self.starts[-1] + size)
+
+    def span(self, lineno: int) -> tuple[int, int]:
+        """(offset, size) of line ``lineno`` (1-based)."""
+        start = self.starts[lineno - 1]
+        return start, self.starts[lineno] - start
+
+
+class LeanRecord(Record):
+    """A record that keeps where its line is in a seekable file instead of its bytes: the
+    bytes and the parsed value are read again when asked for, after ``release()``. A command
+    that must see the whole transcript but changes nothing (``measure``) keeps its memory flat
+    in the input's size with these (SPEC §1: offsets and small summaries)."""
+
+    __slots__ = ("_index", "_held")
+
+    def __init__(self, lineno: int, index: LineIndex, raw: bytes) -> None:
+        Record.__init__(self, lineno, b"")
+        self.edited = False
+        self._index, self._held = index, raw
+
+    @property
+    def raw(self) -> bytes:  # type: ignore[override]
+        if self._held is not None:
+            return self._held
+        offset, size = self._index.span(self.lineno)
+        data = os.pread(self._index.fd, size, offset)
+        if len(data) != size:
+            raise LookoutError(f"line {self.lineno} changed while it was read (the input was rewritten)")
+        return data
+
+    @raw.setter
+    def raw(self, value) -> None:  # Record.__init__ assigns it; the bytes stay in the file
+        pass
+
+    @property
+    def size(self) -> int:
+        return self._index.span(self.lineno)[1]
+
+    def release(self, keep_value: bool = False) -> None:
+        """Let go of the bytes and (unless ``keep_value``) the parsed value."""
+        self._held = None
+        if not (self.edited or keep_value):
+            self._obj = _UNPARSED
+
+
+def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                      spool: IO[bytes] | None = None) -> Iterator[LeanRecord]:
+    """``read_records`` whose records hold their bytes until ``release()``, then only their
+    line number: the lines stay in ``handle`` (a seekable file left open), or in ``spool`` (a
+    file opened for writing and reading) where they are copied as they are read."""
+    store = spool if spool is not None else handle
+    index = LineIndex(store.fileno(), 0 if spool is not None else handle.tell())
+    for record in read_records(handle, max_record_bytes):
+        raw = record.raw
+        if spool is not None:
+            spool.write(raw)
+        index.add(len(raw))
+        yield LeanRecord(record.lineno, index, raw)
+    if spool is not None:
+        spool.flush()  # the records read their lines back with pread
 
 
 def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Record]:
@@ -215,15 +298,16 @@ class RecordWriter:
         for record in records:
             self.write(record, original)
 
-    def copy_from(self, source: IO[bytes], chunk: int = 1 << 20) -> None:
-        """Copy a whole input stream byte for byte (a transcript nothing needed to parse);
-        from file to file or pipe in the kernel when it can (sendfile), else through memory."""
+    def copy_from(self, source: IO[bytes], start: int = 0, chunk: int = 1 << 20) -> None:
+        """Copy an input file from offset ``start`` to its end byte for byte (a transcript
+        nothing changed); from file to file or pipe in the kernel when it can (sendfile), else
+        through memory."""
         if isinstance(self.stream, NullStream):
             return
         try:
             self.stream.flush()
-            sent = _sendfile(source, self.stream)
-            source.seek(sent)
+            sent = _sendfile(source, self.stream, start)
+            source.seek(start + sent)
             while block := source.read(chunk):
                 self.stream.write(block)
         except BrokenPipeError:
@@ -236,8 +320,9 @@ class RecordWriter:
             raise PipeClosed() from None
 
 
-def _sendfile(source: IO[bytes], target: IO[bytes]) -> int:
-    """Bytes of ``source`` copied to ``target`` by os.sendfile (0 where it cannot be used)."""
+def _sendfile(source: IO[bytes], target: IO[bytes], start: int = 0) -> int:
+    """Bytes of ``source`` from ``start`` copied to ``target`` by os.sendfile (0 where it
+    cannot be used)."""
     try:
         src, dst = source.fileno(), target.fileno()
     except (AttributeError, OSError, ValueError):
@@ -245,7 +330,7 @@ def _sendfile(source: IO[bytes], target: IO[bytes]) -> int:
     sent = 0
     while True:
         try:
-            n = os.sendfile(dst, src, sent, 1 << 30)
+            n = os.sendfile(dst, src, start + sent, 1 << 30)
         except (AttributeError, OSError) as exc:
             if isinstance(exc, BrokenPipeError):
                 raise

@@ -26,12 +26,13 @@ The state lives in ``paths.cache_dir()/state/``, named by a hash of the file's r
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from lookout_cli import paths
 
@@ -105,7 +106,7 @@ def last_complete(fh, start: int, end: int) -> int:
 
 def load(path: str | os.PathLike, key: str) -> State | None:
     try:
-        data = json.loads(state_path(path, key).read_text(encoding="utf-8"))
+        data = orjson.loads(state_path(path, key).read_bytes())
         state = State(**data)
     except (OSError, ValueError, TypeError):
         return None
@@ -159,8 +160,8 @@ def commit(path: str | os.PathLike, key: str, offset: int, totals: Any) -> State
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".state-", dir=target.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(state.__dict__, out)
+            with os.fdopen(fd, "wb") as out:
+                out.write(orjson.dumps(state.__dict__))  # dataclasses in ``totals`` too
             os.replace(tmp, target)
         except BaseException:
             try:

@@ -86,6 +86,8 @@ def image_provider(model: str | None, fmt: str | None) -> str:
 def image_dimensions(item: Item) -> tuple[int, int] | None:
     """An image's width and height from its header (no decoding), when its bytes are inline."""
     ref = item.image
+    if ref is not None and ref.dims is not None:
+        return ref.dims
     if ref is None or not ref.data:
         return None
     from lookout_cli.images import ImageError, probe_base64
@@ -116,6 +118,8 @@ def item_tokens(view: View, counter, provider: str | None = None) -> list[int]:
     for item in view.items:
         if item.kind == IMAGE:
             out.append(image_item_tokens(item, provider))
+        elif item.tokens is not None:
+            out.append(item.tokens)  # counted as the view was built (item_counts)
         else:
             out.append(counter.count(item.text))
     return out
@@ -591,6 +595,8 @@ READ_TOOLS = {"read", "read_file", "readfile", "view", "view_file", "open_file",
 SHELL_TOOLS = {"bash", "shell", "shell_command", "exec_command", "local_shell", "run_shell_command",
                "run_terminal_cmd", "execute_command", "terminal"}
 READ_COMMANDS = {"cat", "sed", "head", "tail", "nl", "less", "more", "bat", "batcat"}
+SUMMARY_KEYS = ("command", "cmd", "pattern", "query", "url", "description", "prompt")
+ARGUMENT_KEYS = frozenset(PATH_KEYS + RANGE_KEYS + SUMMARY_KEYS)  # all the meter reads of a call
 
 
 def call_arguments(item: Item) -> Any:
@@ -936,7 +942,7 @@ def _call_summary(call: Item | None, width: int = 60) -> str | None:
         return None
     args = call_arguments(call)
     if isinstance(args, dict):
-        for key in ("command", "cmd", "pattern", "query", "url", "description", "prompt"):
+        for key in SUMMARY_KEYS:
             value = args.get(key)
             if isinstance(value, list):
                 value = " ".join(map(str, value[-1:] if len(value) > 2 else value))

@@ -85,7 +85,7 @@ def save(path: str, settings: Settings, format_name: str | None, meter: Meter, m
     if st.st_size != measured:
         return  # the file changed while it was read (or its last line is incomplete)
     totals = {"mtime_ns": st.st_mtime_ns, "cwd": cwd, "setup": _setup_files(settings, cwd),
-              "warm_at": warm_at, "meter": dataclasses.asdict(meter)}
+              "warm_at": warm_at, "meter": meter}
     measure_state.commit(path, settings_key(settings, format_name), measured, totals)
 
 

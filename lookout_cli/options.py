@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -25,14 +27,27 @@ import orjson
 
 from lookout_cli.config import Config
 from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
-from lookout_cli.formats import ADAPTERS, Transcript, detect, load_adapter
+from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
 from lookout_cli.fsutil import atomic_writer, sync_pending
-from lookout_cli.jsonl import DEFAULT_MAX_RECORD_BYTES, NullStream, Record, RecordWriter, is_dev_null, read_records
+from lookout_cli.jsonl import (
+    DEFAULT_MAX_RECORD_BYTES, LeanRecord, NullStream, Record, RecordWriter, is_dev_null, read_lean_records,
+    read_records,
+)
 from lookout_cli.paths import save_dir
 from lookout_cli.saved import SavedStore
 from lookout_cli.term import Reporter
 
 MAX_WARNED_LINES = 10
+
+
+def _keep_lean(adapter: Adapter | None, record: LeanRecord) -> None:
+    """Keep of a lean record what its adapter needs without its parsed value."""
+    data = record.data
+    if adapter is not None and adapter.lean:
+        record.node = adapter.node(data) if data is not None else None
+        record.release()
+    else:
+        record.release(keep_value=True)
 
 
 class SizeParam(click.ParamType):
@@ -205,13 +220,36 @@ class Run:
         with handle:
             yield handle
 
+    def _seekable_input(self) -> tuple[IO[bytes], IO[bytes] | None]:
+        """The input, and where a lean load keeps its lines: FILE itself, standard input when it
+        is a file (from where it stands), else an unnamed temporary file the lines are copied to
+        as they are read (so a line over the bound still stops the read at once)."""
+        if self.file not in (None, "-"):
+            try:
+                return open(self.file, "rb"), None
+            except OSError as exc:
+                raise LookoutError(f"{self.file}: {exc.strerror or exc}") from None
+        with self._input() as stream:
+            try:
+                if stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                    return stream, None
+            except (AttributeError, OSError, ValueError):
+                pass
+            try:
+                return stream, tempfile.TemporaryFile(prefix="lookout-")
+            except OSError as exc:
+                raise LookoutError(f"could not keep standard input in a temporary file: {exc.strerror or exc}") from None
+
     def records(self) -> Iterator[Record]:
         """Stream the input's records, warning about (or, with --strict, refusing) non-JSON lines."""
         with self._input() as stream:
-            for record in read_records(stream, self.max_record_bytes):
-                if not record.blank and record.obj is None:
-                    self._bad_line(record)
-                yield record
+            yield from self._checked(read_records(stream, self.max_record_bytes))
+
+    def _checked(self, records: Iterator[Record]) -> Iterator[Record]:
+        for record in records:
+            if not record.blank and record.obj is None:
+                self._bad_line(record)
+            yield record
         if self._bad_lines > MAX_WARNED_LINES:
             self.warn(f"{self._bad_lines} lines in all were not JSON and passed through unchanged")
 
@@ -223,16 +261,45 @@ class Run:
         if self._bad_lines <= MAX_WARNED_LINES:
             self.warn(f"{where}: not JSON, passed through unchanged ({record.error})")
 
-    def load(self) -> Transcript:
-        """Read the whole transcript and find its format (for commands that need all of it)."""
-        records = list(self.records())
+    def load(self, lean: bool = False) -> Transcript:
+        """Read the whole transcript and find its format (for commands that need all of it).
+
+        ``lean`` (for a command that changes nothing): the records keep their offsets in the
+        input instead of their bytes, and of each line only what the adapter's ``node`` keeps
+        (all of it when the adapter has none); the transcript is written back from the input."""
+        if not lean:
+            records = list(self.records())
+            return Transcript(records, self._adapter_for(records), self.source)
+        handle, spool = self._seekable_input()
+        start = 0 if spool is not None else handle.tell()
+        records, sample = [], []  # sample: records read before the format is known
+        adapter = load_adapter(self.format_name) if self.format_name else None
+        for record in self._checked(read_lean_records(handle, self.max_record_bytes, spool)):
+            records.append(record)
+            if adapter is not None:
+                _keep_lean(adapter, record)
+                continue
+            sample.append(record)
+            if sum(r.data is not None for r in sample) >= SNIFF_RECORDS:
+                adapter = self._adapter_for(sample)
+                for held in sample:
+                    _keep_lean(adapter, held)
+                sample = []
+        if adapter is None:
+            adapter = self._adapter_for(sample)
+            for held in sample:
+                _keep_lean(adapter, held)
+        transcript = Transcript(records, adapter, self.source)
+        transcript.spool, transcript.spool_start = spool or handle, start
+        return transcript
+
+    def _adapter_for(self, records: list[Record]) -> Adapter | None:
         if self.format_name:
-            adapter = load_adapter(self.format_name)
-        else:
-            adapter = detect(records)
-            if adapter is None and any(r.data is not None for r in records):
-                self.warn("could not tell the transcript's format; passing it through unchanged (try --format)")
-        return Transcript(records, adapter, self.source)
+            return load_adapter(self.format_name)
+        adapter = detect(records)
+        if adapter is None and any(r.data is not None for r in records):
+            self.warn("could not tell the transcript's format; passing it through unchanged (try --format)")
+        return adapter
 
     # --- reporting --------------------------------------------------------------------------
     def say(self, text: str = "") -> None:
@@ -297,7 +364,10 @@ class Run:
             records = None  # leave the file alone: nothing to write
         if records is not None:
             with self.writer() as writer:
-                writer.write_all(records, original=self.dry_run)
+                if transcript.spool is not None and not changed:
+                    writer.copy_from(transcript.spool, start=transcript.spool_start)
+                else:
+                    writer.write_all(records, original=self.dry_run)
         self.write_report(report or {})
         if self.check and changed:
             raise CheckFailed(f"{self.command}: changes would be made")

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from lookout_cli import paths
+from lookout_cli.tokens import memo_key
 
 FILENAME = "tokens.sqlite3"
 PRELOAD_LIMIT = 200_000
@@ -160,7 +161,7 @@ class CachedCounter:
 
     Same interface as ``lookout_cli.tokens.TokenCounter`` (``count``, ``count_many``,
     ``encoding``, ``exact``, ``label``, ``hits``, ``misses``). The encoding loads only at
-    the first miss, so a fully cached run never loads a tokenizer. ``prefill`` counts many
+    the first miss, so a fully cached run never loads a tokenizer. ``count_all`` counts many
     texts at once, in ``jobs`` processes when that pays.
     """
 
@@ -168,56 +169,67 @@ class CachedCounter:
         self.inner = counter
         self.encoding = counter.encoding
         self.exact = counter.exact
-        self.cache = cache if counter.exact else None  # None: memo and processes, no disk
-        self._memo: dict[str, int] = {}
+        self.cache = cache if counter.exact else None
+        # Without the disk cache, counts are remembered here; with it, the cache's own tables
+        # are the memo. Keys, not texts: a lean measure lets the texts go once counted.
+        self._memo: dict[object, int] = {}
         self._memo_hits = 0
+        self._tokenized = 0  # texts tokenized in this process
 
     @property
     def hits(self) -> int:
-        return self.inner.hits + self._memo_hits + (self.cache.hits if self.cache else 0)
+        return self._memo_hits + (self.cache.hits if self.cache else 0)
 
     @property
     def misses(self) -> int:
-        return self.cache.misses if self.cache else self.inner.misses
+        return self.cache.misses if self.cache else self._tokenized
 
     @property
     def label(self) -> str:
         return self.inner.label
 
+    def _tokenize(self, text: str) -> int:
+        self._tokenized += 1
+        return self.inner.count_fresh(text)
+
     def count(self, text: str) -> int:
         if not text:
             return 0
-        n = self._memo.get(text)  # also what ``prefill`` counted in other processes
-        if n is None:
-            n = self.inner.count(text) if self.cache is None else self.cache.count(text, self.inner.count)
-            self._memo[text] = n
-        else:
+        if self.cache is not None:
+            return self.cache.count(text, self._tokenize)
+        key = memo_key(text)
+        n = self._memo.get(key)  # also what ``count_all`` counted in other processes
+        if n is not None:
             self._memo_hits += 1
+            return n
+        n = self._memo[key] = self._tokenize(text)
         return n
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         return [self.count(t) for t in texts]
 
-    def prefill(self, texts: Iterable[str], jobs: int = 1) -> None:
-        """Count the distinct ``texts`` not yet cached, across ``jobs`` processes."""
-        todo = []
-        seen = set(self._memo)
-        for t in texts:
-            if not t or t in seen:
+    def count_all(self, texts: list[str], jobs: int = 1) -> list[int]:
+        """``count_many``, with the distinct texts not yet known counted in ``jobs`` processes."""
+        cache = self.cache
+        keys = [(cache.key(t) if cache is not None else memo_key(t)) if t else None for t in texts]
+        todo: dict[object, str] = {}
+        for t, key in zip(texts, keys):
+            if key is None or key in todo:
                 continue
-            seen.add(t)
-            n = self.cache.get(t) if self.cache else None
-            if n is None:
-                todo.append(t)
-            else:
-                self._memo[t] = n
-        if not todo:
-            return
-        counts = parallel_counts(todo, self.encoding, jobs) if self.exact else [self.inner.count(t) for t in todo]
-        for t, n in zip(todo, counts):
-            self._memo[t] = n
-            if self.cache is not None and self.exact:
-                self.cache.put(t, n)
+            known = cache.get(t, key) if cache is not None else self._memo.get(key)
+            if known is None:
+                todo[key] = t
+        if todo:
+            fresh = list(todo.values())
+            counts = parallel_counts(fresh, self.encoding, jobs) if self.exact else [self.inner.count(t) for t in fresh]
+            for key, t, n in zip(todo, fresh, counts):
+                if cache is not None:
+                    cache.put(t, n, key)
+                else:
+                    self._memo[key] = n
+        if cache is not None:
+            return [0 if key is None else cache.get(t, key) for t, key in zip(texts, keys)]
+        return [0 if key is None else self._memo[key] for key in keys]
 
     def close(self) -> None:
         if self.cache is not None:
@@ -227,7 +239,7 @@ class CachedCounter:
 def counter_for(model: str | None, exact: bool = True, cache: bool = True, jobs: int = 1):
     """The token counter for ``model``: its encoding through the block-count cache (so what
     one command counted the next need not), unless ``cache`` is off; wrapped also when ``jobs``
-    > 1, to keep what ``prefill`` counts in other processes."""
+    > 1, to keep what ``count_all`` counts in other processes."""
     from lookout_cli.tokens import TokenCounter
 
     counter = TokenCounter.for_model(model, exact=exact)

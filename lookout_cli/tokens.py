@@ -154,6 +154,9 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
                 mergeable_ranks=read_ranks(name),
                 special_tokens=dict(spec.special_tokens),
             )
+            # The Rust core copied the ranks; tiktoken keeps the Python dict only to pickle the
+            # encoding, which lookout never does (its workers fork). Letting it go frees ~20 MB.
+            enc._mergeable_ranks = {}
             _loaded[name] = enc
     return enc
 
@@ -339,6 +342,17 @@ def calibration(estimated: int, provider: int) -> float | None:
     return provider / estimated
 
 
+MEMO_SHORT = 64  # below this length hashing costs more than it saves: the text is its own key
+
+
+def memo_key(text: str) -> object:
+    """What a count is remembered under: the text when short, else 16 bytes of its hash (a
+    long text is not kept alive as a key)."""
+    if len(text) <= MEMO_SHORT:
+        return text
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class TokenCounter:
     """Counts texts, remembering each distinct text's count for the life of the process.
 
@@ -347,8 +361,6 @@ class TokenCounter:
     alive as keys. With ``exact=False`` it estimates and never loads a tokenizer.
     """
 
-    # Below this length hashing costs more than it saves; the text itself is the key.
-    _SHORT = 64
     _MAX_ENTRIES = 500_000
 
     def __init__(self, encoding: str = DEFAULT_ENCODING, exact: bool = True) -> None:
@@ -367,18 +379,13 @@ class TokenCounter:
         """Tokens in ``text`` (exact or estimated, as ``self.exact`` says)."""
         if not text:
             return 0
-        if len(text) <= self._SHORT:
-            key: object = text
-        else:
-            key = hashlib.blake2b(
-                text.encode("utf-8", "surrogatepass"), digest_size=16
-            ).digest()
+        key = memo_key(text)
         n = self._memo.get(key)
         if n is not None:
             self.hits += 1
             return n
         self.misses += 1
-        n = count(text, self.encoding) if self.exact else estimate(text)
+        n = self.count_fresh(text)
         if len(self._memo) >= self._MAX_ENTRIES:
             self._memo.clear()  # bound memory on huge inputs; counts stay correct
         self._memo[key] = n
@@ -386,6 +393,10 @@ class TokenCounter:
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         return [self.count(t) for t in texts]
+
+    def count_fresh(self, text: str) -> int:
+        """Count ``text`` without the memo (for a caller that remembers counts itself)."""
+        return count(text, self.encoding) if self.exact else estimate(text)
 
     @property
     def label(self) -> str:

@@ -39,6 +39,7 @@ class ImageRef:
     data: str | None = None  # base64 payload (no data: prefix), when inline
     url: str | None = None  # a remote URL, when not inline
     nbytes: int = 0  # decoded size in bytes (estimated from the base64 length)
+    dims: tuple[int, int] | None = None  # width and height, once read (the data may then go)
 
 
 @dataclass(slots=True, eq=False)
@@ -61,6 +62,7 @@ class Item:
     opaque: bool = False  # signed thinking, encrypted content: never altered
     prompt: bool = False  # a real user prompt (starts a turn), not a tool result or notice
     extra: dict[str, Any] = field(default_factory=dict)  # adapter-private details
+    tokens: int | None = None  # counted as the view was built (then ``text`` may be cut short)
 
 
 @dataclass(slots=True)
@@ -103,6 +105,14 @@ class View:
     session_id: str | None = None
     cwd: str | None = None
     last_timestamp: str | None = None
+    sink: Any = None  # Transcript.sink: sees every item as it is added
+
+    def add(self, item: Item) -> Item:
+        """Add an item (adapters build their views through this)."""
+        self.items.append(item)
+        if self.sink is not None:
+            self.sink(self, item)
+        return item
 
     def messages(self) -> list[list[Item]]:
         """Items grouped by API message, in order."""

@@ -97,24 +97,25 @@ def test_parallel_counts_equal_serial(jobs, monkeypatch):
     assert parallel_counts(texts, "o200k_base", jobs) == [tokens.count(t) for t in texts]
 
 
-def test_prefill_fills_the_cache(tmp_path, monkeypatch):
+def test_count_all_counts_in_processes_and_fills_the_cache(tmp_path, monkeypatch):
     import lookout_cli.token_cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
     counter = CachedCounter(tokens.TokenCounter("o200k_base"), TokenCache("o200k_base", tmp_path / "c.sqlite3"))
-    counter.prefill(TEXTS * 2, jobs=2)
+    texts = ["", *TEXTS, *TEXTS]
+    assert counter.count_all(texts, jobs=2) == [0, *[tokens.count(t) for t in TEXTS] * 2]
     counter.close()
     with TokenCache("o200k_base", tmp_path / "c.sqlite3") as cache:
         assert [cache.get(t) for t in TEXTS] == [tokens.count(t) for t in TEXTS]
 
 
-def test_prefilled_counts_are_not_tokenized_again_without_a_disk_cache(monkeypatch):
+def test_counts_from_processes_are_not_tokenized_again_without_a_disk_cache(monkeypatch):
     """--no-cache --jobs 2 counted every block in the workers, then once more in the parent."""
     import lookout_cli.token_cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
-    inner = tokens.TokenCounter("o200k_base")
-    counter = CachedCounter(inner, None)
-    counter.prefill(TEXTS, jobs=2)
+    counter = CachedCounter(tokens.TokenCounter("o200k_base"), None)
+    counter.count_all(TEXTS, jobs=2)
     assert counter.count_many(TEXTS) == [tokens.count(t) for t in TEXTS]
-    assert inner.misses == 0  # every count came from the workers
+    assert counter.misses == 0  # every count came from the workers
+    assert counter.hits == len(TEXTS)

@@ -8,8 +8,8 @@ which format it holds.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
 from lookout_cli.errors import LookoutError
 from lookout_cli.jsonl import Record
@@ -48,6 +48,11 @@ class Transcript:
         self.adapter = adapter
         self.source = source  # the input file's path, or None for standard input
         self._view: View | None = None
+        # Run.load(lean=True): the open input the records point into, and where they start
+        self.spool: IO[bytes] | None = None
+        self.spool_start = 0
+        # called with the view and every item as it is built (measure counts and shrinks them)
+        self.sink: Callable[[View, Item], None] | None = None
 
     @property
     def format(self) -> str | None:
@@ -87,6 +92,14 @@ class Adapter:
 
     name = "unknown"
     can_write = True  # False for read-only formats (gemini-cli)
+    # True when the view can be built from each line's ``node`` plus one more reading of the
+    # model-visible lines, in order, and builds its items through ``View.add`` with
+    # ``View.model`` set before the first
+    lean = False
+
+    def node(self, obj: Any) -> Any:
+        """What a lean transcript keeps of a line's parsed value (see ``lean``)."""
+        return obj
 
     @classmethod
     def sniff(cls, obj: Any) -> int:

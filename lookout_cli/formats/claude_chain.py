@@ -32,6 +32,7 @@ studies of its source [secondary]) is followed where it is known:
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,63 @@ METADATA_TYPES = frozenset({
 })
 LINE_TYPES = CHAIN_TYPES | METADATA_TYPES
 ID_FIELDS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
+
+
+# What the chain walk, the usages and the compactions read of a line: ``node_of`` keeps these
+# and drops the rest (message text, tool output, toolUseResult copies) for a lean transcript.
+NODE_FIELDS = ("type", "subtype", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp",
+               "requestId", "isApiErrorMessage", "compactMetadata")
+NODE_MESSAGE_FIELDS = ("id", "model")
+NODE_BLOCK_FIELDS = ("type", "id", "name", "tool_use_id")
+NODE_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
+class Node:
+    """What ``node_of`` keeps of a line: the fields above that it has (a missing one reads as
+    absent) and a small ``message`` dict. Read like the parsed dict (``get``, ``[]``), so the
+    functions below take either; slots, not a dict: there is one per line of the file."""
+
+    __slots__ = (*NODE_FIELDS, "message")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)  # the keys asked for are field names, never methods
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+
+def node_of(obj: dict) -> Node:
+    """A line's parsed value cut down to the fields above. Names and ids are interned: a
+    child's ``parentUuid`` is its parent's ``uuid``, a split response's lines share one
+    ``message.id``, a result names its call."""
+    node = Node()
+    for key in NODE_FIELDS:
+        if key in obj:
+            setattr(node, key, _intern(obj[key]))
+    message = obj.get("message")
+    if isinstance(message, dict):
+        small = {k: _intern(message[k]) for k in NODE_MESSAGE_FIELDS if k in message}
+        if "id" in small and node.get("requestId") is not None:
+            del node.requestId  # the response's key is its message id then
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            small["usage"] = {k: usage[k] for k in NODE_USAGE_FIELDS if k in usage}
+            creation = usage.get("cache_creation")
+            if isinstance(creation, dict) and "ephemeral_1h_input_tokens" in creation:
+                small["usage"]["cache_creation"] = {"ephemeral_1h_input_tokens": creation["ephemeral_1h_input_tokens"]}
+        content = message.get("content")
+        if isinstance(content, list):
+            small["content"] = [{k: _intern(b[k]) for k in NODE_BLOCK_FIELDS if k in b} for b in content
+                                if isinstance(b, dict) and ("id" in b or "tool_use_id" in b)]
+        node.message = small
+    return node
+
+
+def _intern(value: Any) -> Any:
+    return sys.intern(value) if type(value) is str else value
 
 
 def is_sidechain(obj: dict) -> bool:
@@ -93,6 +151,7 @@ class Chain:
     """The live conversation of one transcript, as positions in ``records``."""
 
     records: list[Record]
+    nodes: list = field(default_factory=list)  # each line's Node (or its whole value)
     sidechain: bool = False  # True when read as a subagent file (all lines sidechain)
     leaf: int | None = None
     visible: list[int] = field(default_factory=list)  # live segment in chain order, boundary excluded
@@ -102,6 +161,10 @@ class Chain:
 
     def obj(self, pos: int) -> dict:
         return self.records[pos].data or {}
+
+    def node(self, pos: int) -> dict:
+        """What ``node_of`` keeps of a line: enough for ids, usage, model and times."""
+        return self.nodes[pos] or {}
 
     def logical(self) -> list[int]:
         """Every line of every segment, oldest first, each boundary before its segment."""
@@ -113,29 +176,39 @@ class Chain:
 
 
 def build_chain(records: list[Record]) -> Chain:
-    objs: list[dict | None] = [r.data for r in records]
+    # a lean record keeps only its node; any other keeps its whole value, which reads the same
+    objs: list = [r.node if r.node is not None else r.data for r in records]
     lines = [i for i, o in enumerate(objs) if o is not None and _is_chain_line(o)]
     sidechain = not any(type_of(objs[i]) in CONVERSATION_TYPES and not is_sidechain(objs[i])
                         for i in lines)
-    chain = Chain(records, sidechain=sidechain)
+    chain = Chain(records, objs, sidechain=sidechain)
     members = [i for i in lines if is_sidechain(objs[i]) == sidechain]
     if not members:
         return chain
-    by_uuid: dict[str, list[int]] = {}
+    by_uuid: dict[str, int | list[int]] = {}  # a list only for a uuid that repeats (rare)
     for i in lines:
-        by_uuid.setdefault(objs[i]["uuid"], []).append(i)
+        uid = objs[i]["uuid"]
+        seen = by_uuid.get(uid)
+        if seen is None:
+            by_uuid[uid] = i
+        elif type(seen) is int:
+            by_uuid[uid] = [seen, i]
+        else:
+            seen.append(i)
 
     def resolve(uid: Any, before: int) -> int | None:
         """The nearest line before ``before`` with this uuid."""
         found = by_uuid.get(uid) if isinstance(uid, str) else None
-        if not found:
+        if found is None:
             return None
+        if type(found) is int:
+            return found if found < before else None
         earlier = [p for p in found if p < before]
         return earlier[-1] if earlier else None
 
     def latest(uid: Any) -> int | None:
         found = by_uuid.get(uid) if isinstance(uid, str) else None
-        return found[-1] if found else None
+        return found[-1] if isinstance(found, list) else found
 
     overrides, pruned = _preserved_relinks(objs, lines, members, resolve, latest)
 

@@ -30,7 +30,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Adapter as _Base
 from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
-    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, parse_time,
+    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, node_of, parse_time,
 )
 from lookout_cli.formats.claude_items import SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result
 from lookout_cli.jsonl import Record, loads_exact
@@ -91,11 +91,16 @@ class Adapter(_Base):
             return 2
         return 0
 
+    lean = True
+
+    def node(self, obj: Any) -> Any:
+        return node_of(obj) if isinstance(obj, dict) else obj
+
     def chain(self, transcript: Transcript) -> Chain:
         return build_chain(transcript.records)
 
     def view(self, transcript: Transcript) -> View:
-        return build_view(self.chain(transcript), self.name)
+        return build_view(self.chain(transcript), self.name, transcript.sink)
 
     # --- replace_content ------------------------------------------------------------------
     def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:

@@ -24,6 +24,7 @@ What each line becomes (the choices are listed in the adapter report):
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from lookout_cli.formats import as_str, type_of
@@ -95,9 +96,9 @@ def text_of_result(content: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, chain: Chain, fmt: str):
+    def __init__(self, chain: Chain, fmt: str, sink=None):
         self.chain = chain
-        self.view = View(format=fmt)
+        self.view = View(format=fmt, sink=sink)
         self.message = 0
         self.turn = 0
         self.ids: dict[str, int] = {}
@@ -106,10 +107,12 @@ class _Builder:
 
     # --- helpers --------------------------------------------------------------------------
     def add(self, record, role, kind, text, path, **kw) -> Item:
+        for key in ("call_id", "tool"):  # shared with the chain's nodes and the other items
+            if type(kw.get(key)) is str:
+                kw[key] = sys.intern(kw[key])
         item = Item(role=role, kind=kind, text=text, record=record, path=tuple(path),
                     message=self.message, turn=self.turn, **kw)
-        self.view.items.append(item)
-        return item
+        return self.view.add(item)
 
     def next_message(self, obj: dict) -> None:
         """Lines split from one response share its index; every other line gets a new one."""
@@ -128,15 +131,19 @@ class _Builder:
     def build(self) -> View:
         chain = self.chain
         visible = chain.visible
+        self.view.model = chain_model(chain)  # known before the items (Adapter.lean)
         for pos in visible:
-            for tid, name in _tool_names(chain.obj(pos)):
+            for tid, name in _tool_names(chain.node(pos)):
                 self.tools[tid] = name
+        # each visible line is parsed once (a lean record lets go of its value after use)
+        nxt = chain.obj(visible[0]) if visible else {}
         for n, pos in enumerate(visible):
             record = chain.records[pos]
-            obj = record.data or {}
-            kind = obj.get("type")
+            obj = nxt
             nxt = chain.obj(visible[n + 1]) if n + 1 < len(visible) else {}
-            ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+            kind = obj.get("type")
+            ts = chain.node(pos).get("timestamp")  # the node's copy: one string per line
+            ts = ts if isinstance(ts, str) else None
             self.next_message(obj)
             if kind == "user":
                 self.user_line(record, obj, nxt, ts)
@@ -148,12 +155,15 @@ class _Builder:
                 content = obj.get("content")
                 if isinstance(content, str) and content:
                     self.add(record, "user", NOTICE, content, ("content",), timestamp=ts)
+            record.release()
         self.usages_and_compactions()
         leaf = chain.obj(chain.leaf) if chain.leaf is not None else {}
+        if chain.leaf is not None:
+            chain.records[chain.leaf].release()
         view = self.view
         view.session_id = leaf.get("sessionId") if isinstance(leaf.get("sessionId"), str) else None
         view.cwd = leaf.get("cwd") if isinstance(leaf.get("cwd"), str) else None
-        stamps = [chain.obj(p).get("timestamp") for p in chain.visible]
+        stamps = [chain.node(p).get("timestamp") for p in chain.visible]
         stamps = [s for s in stamps if isinstance(s, str)]
         view.last_timestamp = stamps[-1] if stamps else None
         return view
@@ -380,7 +390,7 @@ class _Builder:
             current: dict[str, int] = {}  # response id -> its place in view.usages
             usages = self.view.usages
             for pos in segment:
-                obj = chain.obj(pos)
+                obj = chain.node(pos)
                 usage = _usage(chain.records[pos], obj)
                 if usage is None:
                     continue
@@ -394,18 +404,26 @@ class _Builder:
                     usages.append(usage)
             seen_before.update(current)
             if n < len(chain.boundaries):
-                self.view.compactions.append(_compaction(chain.records[chain.boundaries[n]]))
-        models = [u.model for u in self.view.usages if u.model]
-        for pos in reversed(chain.visible):
-            obj = chain.obj(pos)
-            message = obj.get("message")
-            if obj.get("type") == "assistant" and isinstance(message, dict):
-                model = message.get("model")
-                if isinstance(model, str) and model and model != "<synthetic>":
-                    self.view.model = model
-                    break
-        if self.view.model is None and models:
-            self.view.model = models[-1]
+                at = chain.boundaries[n]
+                self.view.compactions.append(_compaction(chain.records[at], chain.node(at)))
+
+
+def chain_model(chain: Chain) -> str | None:
+    """The model of the live conversation's last response, else of the last recorded usage
+    before it (read from the nodes, so known before the view is built)."""
+    for pos in reversed(chain.visible):
+        obj = chain.node(pos)
+        message = obj.get("message")
+        if obj.get("type") == "assistant" and isinstance(message, dict):
+            model = message.get("model")
+            if isinstance(model, str) and model and model != "<synthetic>":
+                return model
+    for segment in reversed(chain.segments[:-1]):
+        for pos in reversed(segment):
+            usage = _usage(None, chain.node(pos))
+            if usage is not None and usage.model:
+                return usage.model
+    return None
 
 
 def _tool_names(obj: dict):
@@ -456,8 +474,7 @@ def _usage(record, obj: dict) -> Usage | None:
     return result
 
 
-def _compaction(record) -> Compaction:
-    obj = record.data or {}
+def _compaction(record, obj: dict) -> Compaction:
     meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
     pre, post = meta.get("preTokens"), meta.get("postTokens")
     trigger = meta.get("trigger") if isinstance(meta.get("trigger"), str) else None
@@ -470,5 +487,5 @@ def _compaction(record) -> Compaction:
     )
 
 
-def build_view(chain: Chain, fmt: str) -> View:
-    return _Builder(chain, fmt).build()
+def build_view(chain: Chain, fmt: str, sink=None) -> View:
+    return _Builder(chain, fmt, sink).build()

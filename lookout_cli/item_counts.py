@@ -1,0 +1,92 @@
+"""Count a view's items while the adapter builds it, and keep of each only what the meter reads.
+
+``measure`` must see the whole transcript but changes nothing, so it reads it lean
+(``Run.load(lean=True)``: offsets, not bytes) and hands the adapter this sink. Each item is
+counted as it is added; then its text goes (but for the sign of a placeholder), a tool call keeps only the
+arguments the meter looks at (paths, ranges, commands) and an image only its size. Memory then
+grows with the number of items, not with the bytes of text they hold (SPEC §1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lookout_cli.clearing import cleared_sign, is_cleared
+from lookout_cli.meter import ARGUMENT_KEYS, call_arguments, image_dimensions
+from lookout_cli.view import IMAGE, TOOL_CALL, Item, View
+
+HEAD = 0  # characters of a text kept after counting: the meter reads none
+BATCH_CHARS = 8_000_000  # with --jobs: characters counted together in the worker processes
+
+
+class CountingSink:
+    """``Transcript.sink`` for measure. ``make_counter(model)`` gives the token counter once
+    the adapter has set the view's model (before its first item)."""
+
+    def __init__(self, make_counter: Callable[[str | None], object], jobs: int = 1) -> None:
+        self.make_counter = make_counter
+        self.jobs = jobs
+        self.counter = None
+        self._pending: list[Item] = []
+        self._chars = 0
+
+    def __call__(self, view: View, item: Item) -> None:
+        if self.counter is None:
+            self.counter = self.make_counter(view.model)
+        if item.kind == IMAGE:
+            shrink(item)
+            return
+        if self.jobs <= 1 or not getattr(self.counter, "exact", False):
+            item.tokens = self.counter.count(item.text)
+            shrink(item)
+            return
+        self._pending.append(item)
+        self._chars += len(item.text)
+        if self._chars >= BATCH_CHARS:
+            self._flush()
+
+    def finish(self, view: View):
+        """Count what is still uncounted (all of a view whose adapter is not lean); return the
+        counter."""
+        if self.counter is None:
+            self.counter = self.make_counter(view.model)
+        self._flush()
+        self._pending = [i for i in view.items if i.tokens is None and i.kind != IMAGE]
+        self._flush()
+        return self.counter
+
+    def _flush(self) -> None:
+        items, self._pending, self._chars = self._pending, [], 0
+        if not items:
+            return
+        count_all = getattr(self.counter, "count_all", None)
+        if self.jobs > 1 and count_all is not None:
+            counts = count_all([i.text for i in items], jobs=self.jobs)
+        else:
+            counts = [self.counter.count(i.text) for i in items]
+        for item, n in zip(items, counts):
+            item.tokens = n
+            shrink(item)
+
+
+def shrink(item: Item) -> None:
+    """Cut a counted item down to what the meter reads of it."""
+    item.path = ()  # where the part sits in its line: for edits, and measure makes none
+    if item.kind == IMAGE:
+        ref = item.image
+        if ref is not None and ref.data:
+            ref.dims = image_dimensions(item)
+            ref.data = None
+        return
+    if len(item.text) <= HEAD:
+        return
+    if item.kind == TOOL_CALL:
+        args = call_arguments(item)
+        if not isinstance(args, dict):
+            return  # arguments the meter reads as text: keep them
+        key = next((k for k in ("arguments", "input", "args") if k in item.extra), "args")
+        item.extra[key] = {k: v for k, v in args.items() if k in ARGUMENT_KEYS}
+    elif is_cleared(item):
+        item.text = cleared_sign(item.text)  # the meter asks whether it was cleared
+        return
+    item.text = item.text[:HEAD]

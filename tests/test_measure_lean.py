@@ -1,0 +1,97 @@
+"""``measure`` reads a transcript lean (``Run.load(lean=True)`` with ``item_counts.CountingSink``):
+records keep offsets instead of bytes, each Claude Code line keeps a small node, and items are
+counted as they are built and then cut down. The figures must be exactly those of the whole
+view, on every real transcript and fixture, and the transcript must pass through unchanged from
+a file, a pipe and a file that standard input reads from the middle of."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, lookout_exe, run_lookout
+from test_measure import ALL_INPUTS
+
+from lookout_cli.commands.measure import make_counter
+from lookout_cli.item_counts import HEAD, CountingSink
+from lookout_cli.jsonl import LeanRecord
+from lookout_cli.meter import Settings, measure
+from lookout_cli.meter_report import to_dict
+from lookout_cli.options import Run
+from lookout_cli.saved import MARKER
+from lookout_cli.view import IMAGE
+
+sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
+from bench.generate import generate  # noqa: E402
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def figures(path, lean: bool, jobs: int = 1, estimate: bool = False):
+    settings = Settings(now=NOW, estimate=estimate, discover_rules=False)
+    run = Run("measure", file=str(path), isolated=True)
+    if lean:
+        transcript = run.load(lean=True)
+        sink = CountingSink(lambda model: make_counter(model, settings, jobs, cache=False), jobs)
+        transcript.sink = sink
+        view = transcript.view()
+        counter = sink.finish(view)
+    else:
+        transcript = run.load()
+        view = transcript.view()
+        counter = make_counter(view.model, settings, cache=False)
+    return to_dict(measure(view, settings, counter=counter), str(path), None), transcript, view
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "claude-code.jsonl"
+    generate(path, "claude-code", 0.6)
+    return path
+
+
+@pytest.mark.parametrize("path", ALL_INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_lean_figures_are_those_of_the_whole_view(path):
+    whole, _, _ = figures(path, lean=False)
+    lean, _, _ = figures(path, lean=True)
+    assert lean == whole
+
+
+def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(generated):
+    whole, _, _ = figures(generated, lean=False)
+    assert figures(generated, lean=True)[0] == whole
+    assert figures(generated, lean=True, jobs=2)[0] == whole
+    assert figures(generated, lean=True, estimate=True)[0] == figures(generated, lean=False, estimate=True)[0]
+
+
+def test_a_lean_claude_code_transcript_keeps_no_line_and_no_long_text(generated):
+    _, transcript, view = figures(generated, lean=True)
+    assert transcript.adapter.name == "claude-code"
+    records = transcript.records
+    assert records and all(isinstance(r, LeanRecord) for r in records)
+    # nothing holds a line's bytes or its parsed value once the view is built
+    assert not any(r._held is not None for r in records)
+    assert not any(isinstance(r._obj, (dict, list)) for r in records)
+    assert sum(r.node is not None for r in records) == sum(1 for r in records if not r.blank)
+    long = [i for i in view.items if i.kind != IMAGE and len(i.text) > max(HEAD, len(MARKER))]
+    assert not long  # a placeholder (or a text quoting its marker) keeps only its marker
+    assert all(i.image.data is None for i in view.items if i.kind == IMAGE and i.image)
+    assert sum(i.tokens for i in view.items if i.tokens) > 50_000  # counted before they were cut
+
+
+def test_the_transcript_passes_through_from_a_file_a_pipe_and_the_middle_of_a_file(generated, tmp_path):
+    data = generated.read_bytes()
+    args = ["measure", "-q", "--no-cache"]
+    assert run_lookout(*args, str(generated)).stdout == data
+    assert run_lookout(*args, input=data).stdout == data  # a pipe: read through a temporary file
+    start = data.index(b"\n", len(data) // 2) + 1
+    with open(generated, "rb") as stdin:
+        stdin.seek(start)  # standard input is the file, read from where it stands
+        done = subprocess.run([*lookout_exe(), *args], stdin=stdin, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data[start:]
+    out = tmp_path / "out.jsonl"
+    assert run_lookout(*args, "-o", str(out), input=data).returncode == 0
+    assert out.read_bytes() == data
