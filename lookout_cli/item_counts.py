@@ -16,7 +16,7 @@ from lookout_cli.meter import ARGUMENT_KEYS, call_arguments, image_dimensions
 from lookout_cli.view import IMAGE, TOOL_CALL, Item, View
 
 HEAD = 0  # characters of a text kept after counting: the meter reads none
-BATCH_CHARS = 8_000_000  # with --jobs: characters counted together in the worker processes
+BATCH_CHARS = 32_000_000  # with --jobs: characters counted together (each batch forks the workers once)
 
 
 class CountingSink:

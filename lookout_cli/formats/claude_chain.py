@@ -60,36 +60,41 @@ NODE_BLOCK_FIELDS = ("type", "id", "name", "tool_use_id")
 NODE_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
-class Node:
-    """What ``node_of`` keeps of a line: the fields above that it has (a missing one reads as
-    absent) and a small ``message`` dict. Read like the parsed dict (``get``, ``[]``), so the
-    functions below take either; slots, not a dict: there is one per line of the file."""
+class Node(tuple):
+    """What ``node_of`` keeps of a line: the fields above (None when absent) and a small
+    ``message`` dict. Read like the parsed dict (``get``, ``[]``), so the functions below take
+    either; a tuple, not a dict: there is one per line of the file."""
 
-    __slots__ = (*NODE_FIELDS, "message")
+    __slots__ = ()
 
     def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)  # the keys asked for are field names, never methods
+        at = _NODE_INDEX.get(key)
+        return default if at is None else self[at]
 
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return tuple.__getitem__(self, _NODE_INDEX[key])
+        return tuple.__getitem__(self, key)
+
+
+_NODE_INDEX = {key: n for n, key in enumerate((*NODE_FIELDS, "message"))}
+_INTERNED = [_NODE_INDEX[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
 
 
 def node_of(obj: dict) -> Node:
     """A line's parsed value cut down to the fields above. Names and ids are interned: a
     child's ``parentUuid`` is its parent's ``uuid``, a split response's lines share one
     ``message.id``, a result names its call."""
-    node = Node()
-    for key in NODE_FIELDS:
-        if key in obj:
-            setattr(node, key, _intern(obj[key]))
+    values = list(map(obj.get, NODE_FIELDS))
+    for at in _INTERNED:
+        if type(values[at]) is str:
+            values[at] = sys.intern(values[at])
     message = obj.get("message")
+    small = None
     if isinstance(message, dict):
         small = {k: _intern(message[k]) for k in NODE_MESSAGE_FIELDS if k in message}
-        if "id" in small and node.get("requestId") is not None:
-            del node.requestId  # the response's key is its message id then
+        if "id" in small:
+            values[_NODE_INDEX["requestId"]] = None  # the response's key is its message id then
         usage = message.get("usage")
         if isinstance(usage, dict):
             small["usage"] = {k: usage[k] for k in NODE_USAGE_FIELDS if k in usage}
@@ -100,8 +105,8 @@ def node_of(obj: dict) -> Node:
         if isinstance(content, list):
             small["content"] = [{k: _intern(b[k]) for k in NODE_BLOCK_FIELDS if k in b} for b in content
                                 if isinstance(b, dict) and ("id" in b or "tool_use_id" in b)]
-        node.message = small
-    return node
+    values.append(small)
+    return Node(values)
 
 
 def _intern(value: Any) -> Any:
@@ -349,11 +354,14 @@ def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
     answered = {t for p in path for t in tool_result_ids(objs[p])}
     called = {t for p in path for t in tool_use_ids(objs[p])}
     low = boundary if boundary is not None else -1
+    # only responses and tool results can be stitched in (not progress, not metadata)
+    candidates = [i for i in members if i > low and i not in run_of
+                  and objs[i].get("type") in ("assistant", "user")]
     changed = True
     while changed:
         changed = False
-        for i in members:
-            if i in run_of or i <= low:
+        for i in candidates:
+            if i in run_of:
                 continue
             o = objs[i]
             parent = parent_of(i)
