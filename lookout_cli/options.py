@@ -220,10 +220,11 @@ class Run:
         with handle:
             yield handle
 
-    def _seekable_input(self) -> tuple[IO[bytes], IO[bytes] | None]:
+    def _seekable_input(self) -> tuple[IO[bytes] | None, IO[bytes] | None]:
         """The input, and where a lean load keeps its lines: FILE itself, standard input when it
         is a file (from where it stands), else an unnamed temporary file the lines are copied to
-        as they are read (so a line over the bound still stops the read at once)."""
+        as they are read (so a line over the bound still stops the read at once). (None, None)
+        when no temporary file can be made."""
         if self.file not in (None, "-"):
             try:
                 return open(self.file, "rb"), None
@@ -237,8 +238,8 @@ class Run:
                 pass
             try:
                 return stream, tempfile.TemporaryFile(prefix="lookout-")
-            except OSError as exc:
-                raise LookoutError(f"could not keep standard input in a temporary file: {exc.strerror or exc}") from None
+            except OSError:
+                return None, None  # the caller reads it into memory instead
 
     def records(self) -> Iterator[Record]:
         """Stream the input's records, warning about (or, with --strict, refusing) non-JSON lines."""
@@ -271,20 +272,29 @@ class Run:
             records = list(self.records())
             return Transcript(records, self._adapter_for(records), self.source)
         handle, spool = self._seekable_input()
+        if handle is None:
+            return self.load()  # no temporary file can be made: keep the lines in memory
         start = 0 if spool is not None else handle.tell()
-        records, sample = [], []  # sample: records read before the format is known
+        records: list[Record] = []
+        sample: list[Record] = []  # records read before the format is known
+        parsed = 0  # JSON records among them
         adapter = load_adapter(self.format_name) if self.format_name else None
-        for record in self._checked(read_lean_records(handle, self.max_record_bytes, spool)):
-            records.append(record)
-            if adapter is not None:
-                _keep_lean(adapter, record)
-                continue
-            sample.append(record)
-            if sum(r.data is not None for r in sample) >= SNIFF_RECORDS:
-                adapter = self._adapter_for(sample)
-                for held in sample:
-                    _keep_lean(adapter, held)
-                sample = []
+        try:
+            for record in self._checked(read_lean_records(handle, self.max_record_bytes, spool)):
+                records.append(record)
+                if adapter is not None:
+                    _keep_lean(adapter, record)
+                    continue
+                sample.append(record)
+                parsed += record.data is not None
+                if parsed >= SNIFF_RECORDS:
+                    adapter = self._adapter_for(sample)
+                    for held in sample:
+                        _keep_lean(adapter, held)
+                    sample = []
+        except OSError as exc:
+            where = "the temporary copy of standard input" if spool is not None else self.file or "standard input"
+            raise LookoutError(f"{where}: {exc.strerror or exc}") from None
         if adapter is None:
             adapter = self._adapter_for(sample)
             for held in sample:

@@ -62,7 +62,7 @@ NODE_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_
 
 class Node(tuple):
     """What ``node_of`` keeps of a line: the fields above (None when absent) and a small
-    ``message`` dict. Read like the parsed dict (``get``, ``[]``), so the functions below take
+    ``message`` dict. Read like the parsed dict with ``get``, so the functions below take
     either; a tuple, not a dict: there is one per line of the file."""
 
     __slots__ = ()
@@ -70,11 +70,6 @@ class Node(tuple):
     def get(self, key: str, default: Any = None) -> Any:
         at = _NODE_INDEX.get(key)
         return default if at is None else self[at]
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            return tuple.__getitem__(self, _NODE_INDEX[key])
-        return tuple.__getitem__(self, key)
 
 
 _NODE_INDEX = {key: n for n, key in enumerate((*NODE_FIELDS, "message"))}
@@ -192,7 +187,7 @@ def build_chain(records: list[Record]) -> Chain:
         return chain
     by_uuid: dict[str, int | list[int]] = {}  # a list only for a uuid that repeats (rare)
     for i in lines:
-        uid = objs[i]["uuid"]
+        uid = objs[i].get("uuid")
         seen = by_uuid.get(uid)
         if seen is None:
             by_uuid[uid] = i
