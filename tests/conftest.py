@@ -36,8 +36,21 @@ def lookout_exe() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "lookout_cli"]
 
 
+@pytest.fixture(scope="session")
+def rank_tables(tmp_path_factory) -> list[Path]:
+    """The tokenizers' rank tables as lookout keeps them in its cache folder, made once."""
+    from lookout_cli import tokens
+
+    folder = tmp_path_factory.mktemp("ranks")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOOKOUT_CACHE_DIR", str(folder))
+        for name in tokens.ENCODINGS:
+            tokens.cached_ranks(name)
+    return sorted(folder.glob("ranks-*"))
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory, monkeypatch):
+def isolated_env(tmp_path_factory, monkeypatch, rank_tables):
     home = tmp_path_factory.mktemp("home")
     for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"),
                      ("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state")):
@@ -47,6 +60,13 @@ def isolated_env(tmp_path_factory, monkeypatch):
             monkeypatch.delenv(var)
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(home / "saved"))
+    # Each test has its own cache folder, but not its own copy of the rank tables: every
+    # lookout process would otherwise write 3.4 MB there on its first count. Links, which the
+    # code only ever replaces (a test that damages one unlinks it first).
+    cache = home / "cache" / "lookout"
+    cache.mkdir(parents=True)
+    for table in rank_tables:
+        os.link(table, cache / table.name)
     return home
 
 

@@ -220,6 +220,20 @@ def test_truncated_or_non_gzip_rank_file_is_rejected():
         tokens.read_ranks("o200k_base", b"not gzip at all")
 
 
+def test_the_rank_table_is_kept_in_the_cache_folder_and_a_damaged_copy_is_replaced():
+    path = tokens.ranks_cache_path("cl100k_base")
+    shipped = tokens.read_ranks("cl100k_base")
+    path.unlink(missing_ok=True)  # a link to the suite's copy (conftest): never written through
+    assert tokens.cached_ranks("cl100k_base") == shipped  # decoded from the package, then kept
+    blob = path.read_bytes()
+    assert hashlib.sha256(blob[32:]).digest() == blob[:32]
+    path.write_bytes(blob[:32] + b"\x00" + blob[33:])  # one changed byte: its hash no longer fits
+    assert tokens.cached_ranks("cl100k_base") == shipped
+    assert path.read_bytes() == blob  # rewritten whole
+    path.write_bytes(b"")  # a torn copy
+    assert tokens.cached_ranks("cl100k_base") == shipped and path.read_bytes() == blob
+
+
 def test_unknown_encoding_is_a_clear_error():
     with pytest.raises(LookoutError, match="unknown encoding 'p50k_base'"):
         tokens.count("x", "p50k_base")
