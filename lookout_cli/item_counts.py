@@ -2,9 +2,9 @@
 
 ``measure`` must see the whole transcript but changes nothing, so it reads it lean
 (``Run.load(lean=True)``: offsets, not bytes) and hands the adapter this sink. Each item is
-counted as it is added; then its text goes (but for the sign of a placeholder), a tool call keeps only the
-arguments the meter looks at (paths, ranges, commands) and an image only its size. Memory then
-grows with the number of items, not with the bytes of text they hold (SPEC §1).
+counted as it is added; then its text goes (but for the sign of a placeholder), a tool call
+keeps only the arguments the meter looks at (paths, ranges, commands) and an image only its
+size. Memory then grows with the number of items, not with the bytes of text they hold (SPEC §1).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from lookout_cli.clearing import cleared_sign, is_cleared
 from lookout_cli.meter import ARGUMENT_KEYS, call_arguments, image_dimensions
 from lookout_cli.view import IMAGE, TOOL_CALL, Item, View
 
-HEAD = 0  # characters of a text kept after counting: the meter reads none
 BATCH_CHARS = 16_000_000  # with --jobs: characters counted together (each batch forks the workers once)
 
 
@@ -91,7 +90,7 @@ def shrink(item: Item) -> None:
             ref.dims = image_dimensions(item)
             ref.data = None
         return
-    if len(item.text) <= HEAD:
+    if not item.text:
         return
     if item.kind == TOOL_CALL:
         args = call_arguments(item)
@@ -102,4 +101,4 @@ def shrink(item: Item) -> None:
     elif is_cleared(item):
         item.text = cleared_sign(item.text)  # the meter asks whether it was cleared
         return
-    item.text = item.text[:HEAD]
+    item.text = ""  # counted: the meter reads no more of it

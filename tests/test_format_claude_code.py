@@ -11,7 +11,7 @@ import json
 import pytest
 
 from claude_code_helpers import (
-    DATA, REAL, chain_ok, dump, kinds, load, load_bytes, obj_of, raw_lines, reread, usage_sums,
+    DATA, chain_ok, dump, kinds, load, load_bytes, obj_of, raw_lines, reread, usage_sums,
 )
 from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript

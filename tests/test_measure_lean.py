@@ -15,7 +15,7 @@ from conftest import REPO, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import make_counter
-from lookout_cli.item_counts import HEAD, CountingSink
+from lookout_cli.item_counts import CountingSink
 from lookout_cli.jsonl import LeanRecord
 from lookout_cli.meter import Settings, measure
 from lookout_cli.meter_report import to_dict
@@ -75,7 +75,7 @@ def test_a_lean_claude_code_transcript_keeps_no_line_and_no_long_text(generated)
     assert not any(r._held is not None for r in records)
     assert not any(isinstance(r._obj, (dict, list)) for r in records)
     assert sum(r.node is not None for r in records) == sum(1 for r in records if not r.blank)
-    long = [i for i in view.items if i.kind != IMAGE and len(i.text) > max(HEAD, len(MARKER))]
+    long = [i for i in view.items if i.kind != IMAGE and len(i.text) > len(MARKER)]
     assert not long  # a placeholder (or a text quoting its marker) keeps only its marker
     assert all(i.image.data is None for i in view.items if i.kind == IMAGE and i.image)
     assert sum(i.tokens for i in view.items if i.tokens) > 50_000  # counted before they were cut
