@@ -207,6 +207,10 @@ class LeanRecord(Record):
     def size(self) -> int:
         return self._index.span(self.lineno)[1]
 
+    def span(self) -> tuple[int, int]:
+        """(offset, size) of the line in its file."""
+        return self._index.span(self.lineno)
+
     def release(self, keep_value: bool = False) -> None:
         """Let go of the bytes and (unless ``keep_value``) the parsed value."""
         self._held = None
@@ -298,18 +302,24 @@ class RecordWriter:
         for record in records:
             self.write(record, original)
 
-    def copy_from(self, source: IO[bytes], start: int = 0, chunk: int = 1 << 20) -> None:
-        """Copy an input file from offset ``start`` to its end byte for byte (a transcript
-        nothing changed); from file to file or pipe in the kernel when it can (sendfile), else
-        through memory."""
+    def copy_from(self, source: IO[bytes], start: int = 0, end: int | None = None, chunk: int = 1 << 20) -> None:
+        """Copy an input file from offset ``start`` to ``end`` (default: its end) byte for byte
+        (a transcript nothing changed); from file to file or pipe in the kernel when it can
+        (sendfile), else through memory."""
         if isinstance(self.stream, NullStream):
             return
         try:
             self.stream.flush()
-            sent = _sendfile(source, self.stream, start)
+            sent = _sendfile(source, self.stream, start, end)
             source.seek(start + sent)
-            while block := source.read(chunk):
+            left = None if end is None else end - start - sent
+            while left is None or left > 0:
+                block = source.read(chunk if left is None else min(chunk, left))
+                if not block:
+                    break
                 self.stream.write(block)
+                if left is not None:
+                    left -= len(block)
         except BrokenPipeError:
             raise PipeClosed() from None
 
@@ -320,17 +330,18 @@ class RecordWriter:
             raise PipeClosed() from None
 
 
-def _sendfile(source: IO[bytes], target: IO[bytes], start: int = 0) -> int:
-    """Bytes of ``source`` from ``start`` copied to ``target`` by os.sendfile (0 where it
-    cannot be used)."""
+def _sendfile(source: IO[bytes], target: IO[bytes], start: int = 0, end: int | None = None) -> int:
+    """Bytes of ``source`` from ``start`` (to ``end``) copied to ``target`` by os.sendfile (0
+    where it cannot be used)."""
     try:
         src, dst = source.fileno(), target.fileno()
     except (AttributeError, OSError, ValueError):
         return 0
     sent = 0
-    while True:
+    while end is None or start + sent < end:
+        count = 1 << 30 if end is None else min(1 << 30, end - start - sent)
         try:
-            n = os.sendfile(dst, src, start + sent, 1 << 30)
+            n = os.sendfile(dst, src, start + sent, count)
         except (AttributeError, OSError) as exc:
             if isinstance(exc, BrokenPipeError):
                 raise
@@ -338,3 +349,4 @@ def _sendfile(source: IO[bytes], target: IO[bytes], start: int = 0) -> int:
         if n == 0:
             return sent
         sent += n
+    return sent

@@ -300,7 +300,10 @@ class Run:
             for held in sample:
                 _keep_lean(adapter, held)
         transcript = Transcript(records, adapter, self.source)
-        transcript.spool, transcript.spool_start = spool or handle, start
+        # what was read, and only that, is written back (an agent may append meanwhile)
+        offset, size = records[-1].span() if records else (start, 0)
+        end = offset + size
+        transcript.spool, transcript.spool_span = spool or handle, (start, end)
         return transcript
 
     def _adapter_for(self, records: list[Record]) -> Adapter | None:
@@ -375,7 +378,7 @@ class Run:
         if records is not None:
             with self.writer() as writer:
                 if transcript.spool is not None and not changed:
-                    writer.copy_from(transcript.spool, start=transcript.spool_start)
+                    writer.copy_from(transcript.spool, *transcript.spool_span)
                 else:
                     writer.write_all(records, original=self.dry_run)
         self.write_report(report or {})

@@ -95,3 +95,18 @@ def test_the_transcript_passes_through_from_a_file_a_pipe_and_the_middle_of_a_fi
     out = tmp_path / "out.jsonl"
     assert run_lookout(*args, "-o", str(out), input=data).returncode == 0
     assert out.read_bytes() == data
+
+
+def test_lines_appended_while_measuring_are_not_written_back(generated, tmp_path):
+    """An agent appends to its session while a hook measures it: the transcript written is
+    what was read, not the file as it stands when the copy is made."""
+    session = tmp_path / "session.jsonl"
+    data = generated.read_bytes()
+    session.write_bytes(data)
+    out = tmp_path / "out.jsonl"
+    run = Run("measure", file=str(session), output=str(out), isolated=True)
+    transcript = run.load(lean=True)
+    with open(session, "ab") as grow:
+        grow.write(b'{"type":"progress","uuid":"late"}\n')
+    run.finish(transcript)
+    assert out.read_bytes() == data

@@ -48,9 +48,9 @@ class Transcript:
         self.adapter = adapter
         self.source = source  # the input file's path, or None for standard input
         self._view: View | None = None
-        # Run.load(lean=True): the open input the records point into, and where they start
+        # Run.load(lean=True): the open input the records point into, and the bytes they span
         self.spool: IO[bytes] | None = None
-        self.spool_start = 0
+        self.spool_span = (0, 0)
         # called with the view and every item as it is built (measure counts and shrinks them)
         self.sink: Callable[[View, Item], None] | None = None
 
