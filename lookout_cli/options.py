@@ -221,25 +221,29 @@ class Run:
             yield handle
 
     def _seekable_input(self) -> tuple[IO[bytes] | None, IO[bytes] | None]:
-        """The input, and where a lean load keeps its lines: FILE itself, standard input when it
-        is a file (from where it stands), else an unnamed temporary file the lines are copied to
-        as they are read (so a line over the bound still stops the read at once). (None, None)
-        when no temporary file can be made."""
+        """The input, and where a lean load keeps its lines: the input itself when it is a
+        regular file (standard input from where it stands), else an unnamed temporary file the
+        lines are copied to as they are read (so a line over the bound still stops the read at
+        once). (None, None) when no temporary file can be made."""
         if self.file not in (None, "-"):
             try:
-                return open(self.file, "rb"), None
+                stream = open(self.file, "rb")
             except OSError as exc:
                 raise LookoutError(f"{self.file}: {exc.strerror or exc}") from None
-        with self._input() as stream:
-            try:
-                if stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-                    return stream, None
-            except (AttributeError, OSError, ValueError):
-                pass
-            try:
-                return stream, tempfile.TemporaryFile(prefix="lookout-")
-            except OSError:
-                return None, None  # the caller reads it into memory instead
+        else:
+            with self._input() as stream:
+                pass  # standard input: checked, and left open
+        try:
+            if stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return stream, None
+        except (AttributeError, OSError, ValueError):
+            pass
+        try:  # a pipe, a FIFO, <(process substitution): keep what is read
+            return stream, tempfile.TemporaryFile(prefix="lookout-")
+        except OSError:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+            return None, None  # the caller reads it into memory instead
 
     def records(self) -> Iterator[Record]:
         """Stream the input's records, warning about (or, with --strict, refusing) non-JSON lines."""

@@ -7,8 +7,10 @@ a file, a pipe and a file that standard input reads from the middle of."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import REPO, lookout_exe, run_lookout
@@ -110,3 +112,21 @@ def test_lines_appended_while_measuring_are_not_written_back(generated, tmp_path
         grow.write(b'{"type":"progress","uuid":"late"}\n')
     run.finish(transcript)
     assert out.read_bytes() == data
+
+
+def test_a_fifo_or_process_substitution_given_as_file_is_kept_in_a_temporary_file(generated, tmp_path):
+    """``lookout measure <(zcat session.jsonl.gz)``: the FILE is a pipe, which cannot be read
+    again by offset."""
+    data = generated.read_bytes()
+    fifo = tmp_path / "session.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    done = run_lookout("measure", "-q", "--no-cache", str(fifo))
+    writer.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data
+    shell = subprocess.run(["bash", "-c", f'{" ".join(lookout_exe())} measure -q --no-cache <(cat "{generated}")'],
+                           capture_output=True, timeout=120)
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout == data
