@@ -48,8 +48,8 @@ Examples:
 \b
 Reads the whole transcript (the view of the model-visible context needs every record) but
 keeps only where each line is and a small summary of it, so memory grows with the number of
-lines, not their size (standard input that is not a file is kept in a temporary file
-meanwhile); the transcript passes through byte for byte. The report goes to standard error, or to standard
+lines, not their size (input from a pipe is kept in a temporary file meanwhile); the
+transcript passes through byte for byte. The report goes to standard error, or to standard
 output with --report-only (text) or --json, and as JSON to --report FILE.
 
 \b
