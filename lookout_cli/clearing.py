@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lookout_cli.formats import Transcript
-from lookout_cli.saved import EXTENSIONS, MARKER, Saved, SavedStore, placeholder
+from lookout_cli.saved import CLEARED_PREFIX, EXTENSIONS, MARKER, Saved, SavedStore, placeholder
 from lookout_cli.tokens import estimate
 from lookout_cli.view import IMAGE, Item
 
@@ -37,9 +37,6 @@ def _stand_in(store: SavedStore, nbytes: int, kind: str, sha: str = "0" * 64) ->
     """A saved file's name as long as the real one, with a fixed hash (nothing is written)."""
     path = store.path_for(sha, EXTENSIONS.get(kind, ".bin"))
     return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), nbytes)
-
-
-CLEARED_PREFIX = "[lookout cleared"
 
 
 def is_cleared(item: Item) -> bool:

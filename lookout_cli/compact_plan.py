@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lookout_cli.saved import MARKER
+from lookout_cli.clearing import is_cleared
 from lookout_cli.view import (
     ASSISTANT_ROLES, IMAGE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item,
 )
@@ -63,10 +63,6 @@ class Settings:
 
 def tool_key(name: str | None) -> str:
     return (name or "").lower().rsplit("__", 1)[-1]
-
-
-def is_cleared(item: Item) -> bool:
-    return MARKER in item.text or item.text.startswith("[lookout cleared")
 
 
 def last_assistant(items: Sequence[Item]) -> int:

@@ -27,13 +27,17 @@ SYNC_ALL_FROM = 32  # from this many files one sync() of every filesystem is the
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: bool = True) -> Iterator[IO[bytes]]:
+def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: bool = True,
+                  cache: bool = False) -> Iterator[IO[bytes]]:
     """Yield a binary file that replaces ``path`` only when the block ends without error.
 
+    ``durable=False`` defers the fsync to :func:`sync_pending`; ``cache`` never syncs (a file
+    the next run checks and can rebuild: after a crash it is the old one, the new one or torn).
     A link is followed (the file it names is replaced; the link stays). A device or a pipe
     (``-o /dev/null``, ``-o /dev/stdout``, a FIFO) is written to as it is: there is no file to
     replace, and a rename over it would put a regular file in its place."""
     path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    durable = durable and not cache
     if durable:
         sync_pending()
     try:
@@ -63,12 +67,12 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
         raise
     if durable:
         _fsync_dir(path.parent)
-    else:
+    elif not cache:
         _pending[path] = None
 
 
-def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True) -> None:
-    with atomic_writer(path, durable=durable) as handle:
+def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cache: bool = False) -> None:
+    with atomic_writer(path, durable=durable, cache=cache) as handle:
         handle.write(data)
 
 

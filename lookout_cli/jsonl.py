@@ -92,7 +92,7 @@ class Record:
         """Bytes the line took in the input (0 for records lookout adds)."""
         return len(self.raw or b"")
 
-    def release(self) -> None:
+    def release(self, keep_value: bool = False) -> None:
         """Let go of what can be read again (only a ``LeanRecord`` can)."""
 
     @classmethod

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import orjson
 
 from lookout_cli import paths
+from lookout_cli.fsutil import atomic_write
 
 VERSION = 1
 GUARD_BYTES = 64
@@ -156,19 +156,8 @@ def commit(path: str | os.PathLike, key: str, offset: int, totals: Any) -> State
             guard, head = guards(fh, offset)
         state = State(path=os.path.realpath(os.fspath(path)), key=key, dev=st.st_dev, inode=st.st_ino,
                       offset=offset, guard=guard, head=head, totals=totals)
-        target = state_path(path, key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state-", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(orjson.dumps(state.__dict__))  # dataclasses in ``totals`` too
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # dataclasses in ``totals`` too; a torn state reads as none: the file is measured again
+        atomic_write(state_path(path, key), orjson.dumps(state.__dict__), cache=True)
         return state
     except (OSError, TypeError, ValueError):
         return None

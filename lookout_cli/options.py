@@ -206,33 +206,31 @@ class Run:
             raise LookoutError("the hook event's transcript_path is empty")
         return os.path.expanduser(path)
 
-    @contextlib.contextmanager
-    def _input(self) -> Iterator[IO[bytes]]:
+    def _open(self) -> IO[bytes]:
+        """FILE opened for reading, or standard input (never a terminal)."""
         if self.file in (None, "-"):
             if sys.stdin is None or sys.stdin.isatty():
                 raise click.UsageError("no FILE given and standard input is a terminal (pipe a transcript in)")
-            yield sys.stdin.buffer
-            return
+            return sys.stdin.buffer
         try:
-            handle = open(self.file, "rb")
+            return open(self.file, "rb")
         except OSError as exc:
             raise LookoutError(f"{self.file}: {exc.strerror or exc}") from None
-        with handle:
-            yield handle
+
+    @contextlib.contextmanager
+    def _input(self) -> Iterator[IO[bytes]]:
+        if self.file in (None, "-"):
+            yield self._open()  # standard input stays open
+            return
+        with self._open() as stream:
+            yield stream
 
     def _seekable_input(self) -> tuple[IO[bytes] | None, IO[bytes] | None]:
         """The input, and where a lean load keeps its lines: the input itself when it is a
         regular file (standard input from where it stands), else an unnamed temporary file the
         lines are copied to as they are read (so a line over the bound still stops the read at
         once). (None, None) when no temporary file can be made."""
-        if self.file not in (None, "-"):
-            try:
-                stream = open(self.file, "rb")
-            except OSError as exc:
-                raise LookoutError(f"{self.file}: {exc.strerror or exc}") from None
-        else:
-            with self._input() as stream:
-                pass  # standard input: checked, and left open
+        stream = self._open()
         try:
             if stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
                 return stream, None
@@ -241,7 +239,7 @@ class Run:
         try:  # a pipe, a FIFO, <(process substitution): keep what is read
             return stream, tempfile.TemporaryFile(prefix="lookout-")
         except OSError:
-            if stream is not sys.stdin.buffer:
+            if self.file not in (None, "-"):
                 stream.close()
             return None, None  # the caller reads it into memory instead
 

@@ -28,6 +28,7 @@ MARKER = "lookout-restore:"
 # "+N": the N lines after the marker's line are copies of saved lines (see ``carrying``)
 MARKER_RE = re.compile(rb"lookout-restore:([0-9a-f]{64})(?:\+(\d+))?")
 _MARKER = MARKER.encode()
+CLEARED_PREFIX = "[lookout cleared"  # how every placeholder begins
 
 EXTENSIONS = {
     "image/png": ".png",
@@ -117,7 +118,7 @@ def placeholder(what: str, content: Saved, restore: Saved | None, *, tokens: int
     size = human_size(content.nbytes)
     if tokens is not None:
         size += f", about {tokens:,} tokens"
-    text = f"[lookout cleared {what} ({size}). It is saved in {content.path}"
+    text = f"{CLEARED_PREFIX} {what} ({size}). It is saved in {content.path}"
     if lines:
         text += f"; read lines {lines[0]}-{lines[1]} of that file to see it again"
     text += "."

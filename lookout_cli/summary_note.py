@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from lookout_cli.saved import CLEARED_PREFIX
 from lookout_cli.view import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item
 
 TITLE = "# Summary of the earlier conversation (written by lookout compact)"
@@ -235,7 +236,7 @@ def error_line(text: str) -> str | None:
     """The first line of a tool output that states an error, word for word."""
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped and ERROR_RE.search(stripped) and not stripped.startswith("[lookout cleared"):
+        if stripped and ERROR_RE.search(stripped) and not stripped.startswith(CLEARED_PREFIX):
             return one_line(stripped, ERROR_LINE)
     return None
 

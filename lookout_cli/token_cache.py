@@ -16,7 +16,7 @@ exact (tokenizer) counts are stored: the estimate is cheaper than a lookup.
 If the cache cannot be opened or written (read-only home, a corrupted file), counting goes
 on without it: a cache never makes a run fail.
 
-``parallel_counts`` spreads the distinct texts of a cold pass over worker processes
+``start_counts`` spreads the distinct texts of a cold pass over worker processes
 (``--jobs``): tiktoken holds the GIL for short texts and runs slower on threads other
 than the one that first used it (§2.5), so processes, forked after the encoding is loaded.
 """
@@ -161,8 +161,9 @@ class CachedCounter:
     """A ``TokenCounter`` that asks the disk cache before tokenizing.
 
     Same interface as ``lookout_cli.tokens.TokenCounter`` (``count``, ``count_many``,
-    ``encoding``, ``exact``, ``label``, ``hits``, ``misses``). The encoding loads only at
-    the first miss, so a fully cached run never loads a tokenizer. ``count_all`` counts many
+    ``encoding``, ``exact``, ``label``, ``hits``, ``misses``) for an exact counter (estimates
+    are cheaper than a lookup: ``counter_for`` does not wrap them). The encoding loads only at
+    the first miss, so a fully cached run never loads a tokenizer. ``count_later`` counts many
     texts at once, in ``jobs`` processes when that pays.
     """
 
@@ -170,7 +171,7 @@ class CachedCounter:
         self.inner = counter
         self.encoding = counter.encoding
         self.exact = counter.exact
-        self.cache = cache if counter.exact else None
+        self.cache = cache
         # Without the disk cache, counts are remembered here; with it, the cache's own tables
         # are the memo. Keys, not texts: a lean measure lets the texts go once counted.
         self._memo: dict[object, int] = {}
@@ -199,7 +200,7 @@ class CachedCounter:
         if self.cache is not None:
             return self.cache.count(text, self._tokenize)
         key = memo_key(text)
-        n = self._memo.get(key)  # also what ``count_all`` counted in other processes
+        n = self._memo.get(key)  # also what ``count_later`` counted in other processes
         if n is not None:
             self._memo_hits += 1
             return n
@@ -209,13 +210,10 @@ class CachedCounter:
     def count_many(self, texts: Iterable[str]) -> list[int]:
         return [self.count(t) for t in texts]
 
-    def count_all(self, texts: list[str], jobs: int = 1) -> list[int]:
-        """``count_many``, with the distinct texts not yet known counted in ``jobs`` processes."""
-        return self.count_later(texts, jobs)()
-
     def count_later(self, texts: list[str], jobs: int = 1) -> Callable[[], list[int]]:
-        """``count_all`` that returns while the worker processes count: call what it returns
-        to wait for the counts (the caller goes on reading meanwhile)."""
+        """``count_many`` with the distinct texts not yet known counted in ``jobs`` processes;
+        it returns while they count: call what it returns to wait for the counts (the caller
+        goes on reading meanwhile)."""
         cache = self.cache
         keys = [(cache.key(t) if cache is not None else memo_key(t)) if t else None for t in texts]
         todo: dict[object, str] = {}
@@ -226,11 +224,7 @@ class CachedCounter:
             if known is None:
                 todo[key] = t
         fresh = list(todo.values())
-        if self.exact:
-            counting = start_counts(fresh, self.encoding, jobs)
-        else:
-            counts = [self.inner.count(t) for t in fresh]
-            counting = lambda: counts  # noqa: E731
+        counting = start_counts(fresh, self.encoding, jobs)
 
         def wait() -> list[int]:
             for key, t, n in zip(todo, fresh, counting()):
@@ -252,7 +246,7 @@ class CachedCounter:
 def counter_for(model: str | None, exact: bool = True, cache: bool = True, jobs: int = 1):
     """The token counter for ``model``: its encoding through the block-count cache (so what
     one command counted the next need not), unless ``cache`` is off; wrapped also when ``jobs``
-    > 1, to keep what ``count_all`` counts in other processes."""
+    > 1, to keep what ``count_later`` counts in other processes."""
     from lookout_cli.tokens import TokenCounter
 
     counter = TokenCounter.for_model(model, exact=exact)
@@ -273,11 +267,6 @@ def _count_slice(bounds: tuple[int, int]) -> list[int]:
     return [len(encode(t)) for t in _WORK[bounds[0]:bounds[1]]]
 
 
-def parallel_counts(texts: list[str], encoding: str, jobs: int = 1) -> list[int]:
-    """Exact counts of ``texts``; with ``jobs`` > 1 and enough text, in forked processes."""
-    return start_counts(texts, encoding, jobs)()
-
-
 def start_counts(texts: list[str], encoding: str, jobs: int = 1) -> Callable[[], list[int]]:
     """Start counting ``texts`` exactly; call what it returns for the counts. With ``jobs`` > 1
     and enough text the work goes to forked processes and this returns at once.
@@ -291,13 +280,8 @@ def start_counts(texts: list[str], encoding: str, jobs: int = 1) -> Callable[[],
 
     encode = get_encoding(encoding).encode_ordinary
     total = sum(len(t) for t in texts)
-    try:
-        if jobs <= 1 or total < MIN_PARALLEL_CHARS or len(texts) < 2:
-            raise ValueError("not worth a fork")
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork")
-    except ValueError:
+    ctx = _fork_context() if jobs > 1 and total >= MIN_PARALLEL_CHARS and len(texts) >= 2 else None
+    if ctx is None:
         counts = [len(encode(t)) for t in texts]
         return lambda: counts
     # slices of about equal characters, several per worker so a huge block does not stall one
@@ -330,3 +314,13 @@ def start_counts(texts: list[str], encoding: str, jobs: int = 1) -> Callable[[],
         return counts
 
     return wait
+
+
+def _fork_context():
+    """multiprocessing's fork context, or None where there is no fork."""
+    import multiprocessing as mp
+
+    try:
+        return mp.get_context("fork")
+    except ValueError:
+        return None

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lookout_cli.errors import LookoutError
+from lookout_cli.fsutil import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -166,17 +165,8 @@ def cached_ranks(name: str) -> dict[bytes, int]:
         pass
     ranks = read_ranks(name)
     payload = marshal.dumps(ranks)
-    tmp = None
-    try:  # renamed into place whole; not fsynced: a torn copy fails its own hash next time
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "wb") as out:
-            out.write(hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    with contextlib.suppress(OSError):  # a torn copy fails its own hash next time
+        atomic_write(path, hashlib.sha256(payload).digest() + payload, cache=True)
     return ranks
 
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from lookout_cli import tokens
-from lookout_cli.token_cache import CachedCounter, TokenCache, block_key, parallel_counts
+from lookout_cli.token_cache import CachedCounter, TokenCache, block_key, start_counts
 
 TEXTS = [
     "def main():\n    return 0\n",
@@ -89,21 +89,21 @@ def test_cached_counter_counts_like_token_counter(tmp_path):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_parallel_counts_equal_serial(jobs, monkeypatch):
+def test_counts_in_worker_processes_equal_serial(jobs, monkeypatch):
     import lookout_cli.token_cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)  # fork even for this small input
     texts = [t * k for k in range(1, 8) for t in TEXTS]
-    assert parallel_counts(texts, "o200k_base", jobs) == [tokens.count(t) for t in texts]
+    assert start_counts(texts, "o200k_base", jobs)() == [tokens.count(t) for t in texts]
 
 
-def test_count_all_counts_in_processes_and_fills_the_cache(tmp_path, monkeypatch):
+def test_count_later_counts_in_processes_and_fills_the_cache(tmp_path, monkeypatch):
     import lookout_cli.token_cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
     counter = CachedCounter(tokens.TokenCounter("o200k_base"), TokenCache("o200k_base", tmp_path / "c.sqlite3"))
     texts = ["", *TEXTS, *TEXTS]
-    assert counter.count_all(texts, jobs=2) == [0, *[tokens.count(t) for t in TEXTS] * 2]
+    assert counter.count_later(texts, jobs=2)() == [0, *[tokens.count(t) for t in TEXTS] * 2]
     counter.close()
     with TokenCache("o200k_base", tmp_path / "c.sqlite3") as cache:
         assert [cache.get(t) for t in TEXTS] == [tokens.count(t) for t in TEXTS]
@@ -115,7 +115,7 @@ def test_counts_from_processes_are_not_tokenized_again_without_a_disk_cache(monk
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
     counter = CachedCounter(tokens.TokenCounter("o200k_base"), None)
-    counter.count_all(TEXTS, jobs=2)
+    counter.count_later(TEXTS, jobs=2)()
     assert counter.count_many(TEXTS) == [tokens.count(t) for t in TEXTS]
     assert counter.misses == 0  # every count came from the workers
     assert counter.hits == len(TEXTS)
