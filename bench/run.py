@@ -278,11 +278,23 @@ class Suite:
         if self.want("B7") or self.want("B8"):
             self.incremental(f_big, runs_big)
         if self.want("B9"):
+            # the file measured before is replaced by a copy (another inode, as compact -i
+            # leaves it) before every run: the snapshot and the incremental state no longer hold
             env = self.cold_env()
-            run_once([*LOOKOUT, "measure", "-q", "--no-discover"], f_big, env)  # warm the block cache
-            run_once([*REF, "cached"], f_big, env)
-            lo, ref, rss = timed_pair([*LOOKOUT, "measure", "-q", "--no-discover"], [*REF, "cached"], f_big, env, runs_big)
-            row = Row("B9", f"warm block cache (rewritten file), {big:g} MB", lo, ref, rss, "R <= 1.3")
+            target = self.tmp / "rewritten.jsonl"
+
+            def rewrite():
+                shutil.copyfile(f_big, self.tmp / "rewritten.new")
+                os.replace(self.tmp / "rewritten.new", target)
+
+            rewrite()
+            run_once([*LOOKOUT, "measure", "-q", "--no-discover", str(target)], None, env)  # warm the caches
+            run_once([*REF, "cached", str(target)], None, env)
+            lo, ref, rss = timed_pair([*LOOKOUT, "measure", "-q", "--no-discover", str(target)],
+                                      [*REF, "cached", str(target)], None, env, runs_big, prepare=rewrite)
+            stdin, _, _ = timed_pair([*LOOKOUT, "measure", "-q", "--no-discover"], None, f_big, env, 1)
+            row = Row("B9", f"warm caches, file rewritten (new inode), {big:g} MB", lo, ref, rss, "R <= 1.3",
+                      note=f"from standard input (block cache only, no line memo): {stdin:.2f}s")
             row.ok = row.ratio <= 1.3
             self.add(row)
         if self.want("B10") and not self.quick:  # processes pay only on large inputs
@@ -351,11 +363,12 @@ class Suite:
         if self.want("B7"):
             ta, tb, rss = [], [], 0.0
             for _ in range(runs):
-                # put the file back to the measured size (the reference's state sees a truncation
-                # and re-measures it whole), then append the same 1 MB and time both
+                # put the file back to the measured size and measure it (both see a truncation
+                # and measure it whole), then append the same 1 MB and time both
                 with open(grow, "r+b") as fh:
                     fh.truncate(size0)
                 run_once([*REF, "tail", str(grow)], None, env)
+                run_once([*LOOKOUT, "measure", "-q", "--no-discover", str(grow)], None, env)
                 append()
                 wall, peak, _ = run_once([*LOOKOUT, "measure", "-q", "--no-discover", str(grow)], None, env)
                 ta.append(wall)
@@ -364,7 +377,7 @@ class Suite:
             lo, ref = statistics.median(ta), statistics.median(tb)
             speed = f"{cold_lo / lo:.1f}x faster than cold" if cold_lo else ""
             row = Row("B7", f"re-measure after +1 MB on {self.big:g} MB", lo, ref, rss, "R <= 1.5; >= 5x faster than cold",
-                      note=f"{speed}; lookout: block cache only (the view is rebuilt), reference: tail state")
+                      note=f"{speed}; lookout: line memo, reference: tail state")
             row.ok = row.ratio <= 1.5 and bool(cold_lo) and cold_lo / lo >= 5
             self.add(row)
         if self.want("B8"):

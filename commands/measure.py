@@ -11,7 +11,8 @@ import orjson
 
 from lookout_cli.errors import CheckFailed, LookoutError
 from lookout_cli import meter_snapshot
-from lookout_cli.meter import PRESETS, Settings, last_timed, measure as measure_view, parse_time
+from lookout_cli.formats import Transcript
+from lookout_cli.meter import PRESETS, Meter, Settings, last_timed, measure as measure_view, parse_time
 from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options
 from lookout_cli.term import wants_color
@@ -55,10 +56,12 @@ output with --report-only (text) or --json, and as JSON to --report FILE.
 \b
 Counts of text blocks are kept in a cache keyed by content (tokens.sqlite3 in the cache
 folder, $LOOKOUT_CACHE_DIR or $XDG_CACHE_HOME/lookout), so measuring a grown or rewritten
-transcript again tokenizes only new blocks. A FILE measured before and unchanged since (same
-inode, size, time and guard hashes; same settings and setup files) is not parsed again: its
-figures are reused and only the warm-cache time is worked out anew. --no-cache turns both
-off. --jobs N counts a cold pass in N processes.
+transcript again tokenizes only new blocks. Of a Claude Code FILE, what each line gave is kept
+as well (state/*.lines): when the file only grew, the lines measured before are not read
+again; when it was rewritten, lines with the same bytes are not parsed again. A FILE measured
+before and unchanged since (same inode, size, time and guard hashes; same settings and setup
+files) is not parsed at all: its figures are reused and only the warm-cache time is worked
+out anew. --no-cache turns all three off. --jobs N counts a cold pass in N processes.
 
 \b
 Every figure is marked exact (a provider count recorded in the transcript: the last response's
@@ -123,28 +126,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
                             skills_file, no_discover, preset, now)
     cache = not no_cache and _flag(run.setting("measure.cache", None, True))
-    remembered = cache and run.source is not None
-    meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
-    transcript = None
-    if meter is None:
-        from lookout_cli.item_counts import CountingSink  # not needed when the figures are reused
-
-        transcript = run.load(lean=True)  # offsets and small summaries, not every parsed line
-        n_jobs = _jobs(run.setting("measure.jobs", jobs, 1))
-        sink = CountingSink(lambda model: make_counter(settings.model or model, settings, n_jobs, cache), n_jobs)
-        transcript.sink = sink
-        try:
-            view = transcript.view()
-            counter = sink.finish(view)
-            meter = measure_view(view, settings, counter=counter)
-        finally:
-            close = getattr(sink.counter, "close", None)
-            if close is not None:
-                close()  # writes the new counts to the cache in one transaction
-        if remembered and run.clean:
-            measured = sum(r.size for r in transcript.records)
-            meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
-                                last_timed(view.usages))
+    meter, transcript = measure_input(run, settings, _jobs(run.setting("measure.jobs", jobs, 1)), cache)
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
         from lookout_cli.plot import draw
@@ -179,11 +161,51 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         raise CheckFailed(f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%")
 
 
+def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = True) -> tuple[Meter, Transcript | None]:
+    """The meter of ``run``'s transcript, and the transcript read (None when the figures of a
+    FILE measured before and unchanged since are reused). With ``cache``, a FILE's figures and
+    lines are remembered for the next run (meter_snapshot, line_memo)."""
+    remembered = cache and run.source is not None
+    meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
+    if meter is not None:
+        return meter, None
+    from lookout_cli.item_counts import CountingSink  # not needed when the figures are reused
+    from lookout_cli.line_memo import LineMemo
+
+    memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
+        if remembered else None
+    transcript = run.load(lean=True, memo=memo)  # offsets and small summaries, not every parsed line
+    sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs)
+    transcript.sink = sink
+    try:
+        view = transcript.view()
+        counter = sink.finish(view)
+        meter = measure_view(view, settings, counter=counter)
+    finally:
+        close = getattr(sink.counter, "close", None)
+        if close is not None:
+            close()  # writes the new counts to the cache in one transaction
+    if remembered and run.clean:
+        measured = sum(r.size for r in transcript.records)
+        meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
+                            last_timed(view.usages))
+        if transcript.memo is not None:
+            transcript.memo.save(transcript)
+    return meter, transcript
+
+
 def make_counter(model: str | None, settings: Settings, jobs: int = 1, cache: bool = True):
     """The token counter for ``model`` (lookout_cli.token_cache.counter_for)."""
     from lookout_cli.token_cache import counter_for
 
     return counter_for(model, exact=not settings.estimate, cache=cache, jobs=jobs)
+
+
+def count_key(model: str | None, settings: Settings) -> tuple:
+    """What the counts ``make_counter`` gives for ``model`` depend on (the line memo's key)."""
+    from lookout_cli.tokens import encoding_for_model
+
+    return encoding_for_model(model), not settings.estimate
 
 
 def _jobs(value) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import hashlib
 import os
 import stat
 import tempfile
@@ -74,6 +75,22 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
 def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cache: bool = False) -> None:
     with atomic_writer(path, durable=durable, cache=cache) as handle:
         handle.write(data)
+
+
+def write_sealed(path: str | os.PathLike, payload: bytes) -> None:
+    """Write a cache file headed by the sha256 of its ``payload`` (see ``read_sealed``)."""
+    atomic_write(path, hashlib.sha256(payload).digest() + payload, cache=True)
+
+
+def read_sealed(path: str | os.PathLike) -> bytes | None:
+    """The payload of a file ``write_sealed`` wrote, or None when it is missing, torn or
+    damaged (its hash does not match): data that ``marshal`` may then read safely."""
+    try:
+        blob = Path(path).read_bytes()
+    except OSError:
+        return None
+    payload = blob[32:]
+    return payload if len(blob) >= 32 and hashlib.sha256(payload).digest() == blob[:32] else None
 
 
 def append_line(path: str | os.PathLike, line: bytes) -> None:

@@ -163,9 +163,9 @@ class LineIndex:
     """Where each line of a seekable input starts: one array for the file, not two numbers per
     record (``LeanRecord``)."""
 
-    def __init__(self, fd: int, start: int) -> None:
+    def __init__(self, fd: int, start: int = 0, starts: array.array | None = None) -> None:
         self.fd = fd
-        self.starts = array.array("q", [start])
+        self.starts = starts if starts is not None else array.array("q", [start])
 
     def add(self, size: int) -> None:
         self.starts.append(self.starts[-1] + size)
@@ -219,13 +219,16 @@ class LeanRecord(Record):
 
 
 def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                      spool: IO[bytes] | None = None) -> Iterator[LeanRecord]:
+                      spool: IO[bytes] | None = None, index: LineIndex | None = None) -> Iterator[LeanRecord]:
     """``read_records`` whose records hold their bytes until ``release()``, then only their
     line number: the lines stay in ``handle`` (a seekable file left open), or in ``spool`` (a
-    file opened for writing and reading) where they are copied as they are read."""
+    file opened for writing and reading) where they are copied as they are read. With
+    ``index`` (of lines of ``handle`` read before, up to where it stands) the line numbers go
+    on from its last."""
     store = spool if spool is not None else handle
-    index = LineIndex(store.fileno(), 0 if spool is not None else handle.tell())
-    for record in read_records(handle, max_record_bytes):
+    if index is None:
+        index = LineIndex(store.fileno(), 0 if spool is not None else handle.tell())
+    for record in read_records(handle, max_record_bytes, len(index.starts) - 1):
         raw = record.raw
         if spool is not None:
             spool.write(raw)
@@ -235,9 +238,10 @@ def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_REC
         spool.flush()  # the records read their lines back with pread
 
 
-def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Record]:
-    """Yield records from a binary stream, never holding more than one bounded line in memory."""
-    lineno = 0
+def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 lineno: int = 0) -> Iterator[Record]:
+    """Yield records from a binary stream, never holding more than one bounded line in memory
+    (numbered from ``lineno`` + 1)."""
     while True:
         # The bound is on the record, not its line ending: read two more bytes for a "\r\n".
         raw = stream.readline(max_record_bytes + 2)

@@ -79,8 +79,7 @@ def state_path(path: str | os.PathLike, key: str) -> Path:
 
 
 def _hash_range(fh, start: int, size: int) -> str:
-    fh.seek(start)
-    return hashlib.sha256(fh.read(size)).hexdigest()
+    return hashlib.sha256(os.pread(fh.fileno(), size, start)).hexdigest()  # leaves fh where it is
 
 
 def guards(fh, offset: int) -> tuple[str, str]:
@@ -121,15 +120,20 @@ def plan(path: str | os.PathLike, key: str) -> Plan:
     if state is None:
         return Plan(NEW, 0, None, "no state")
     try:
-        st = os.stat(path)
+        with open(path, "rb") as fh:
+            return plan_for(state, fh)
     except OSError as exc:
         return Plan(NEW, 0, None, str(exc))
+
+
+def plan_for(state: State, fh) -> Plan:
+    """What must be read of the open file ``fh`` given the ``state`` stored for its path."""
+    st = os.fstat(fh.fileno())
     if (st.st_dev, st.st_ino) != (state.dev, state.inode):
         return Plan(REWRITE, 0, None, "another file at this path")
     if st.st_size < state.offset:
         return Plan(TRUNCATE, 0, None, f"shorter than the measured {state.offset} bytes")
-    with open(path, "rb") as fh:
-        guard, head = guards(fh, state.offset)
+    guard, head = guards(fh, state.offset)
     if guard != state.guard or head != state.head:
         return Plan(REWRITE, 0, None, "rewritten in place")
     if st.st_size == state.offset:
@@ -147,15 +151,20 @@ def read_lines(path: str | os.PathLike, start: int) -> tuple[list[bytes], int]:
     return data.splitlines(keepends=True), stop
 
 
+def state_of(fh, path: str | os.PathLike, key: str, offset: int, totals: Any = None) -> State:
+    """The state of the open file ``fh`` (found at ``path``) measured up to ``offset``."""
+    st = os.fstat(fh.fileno())
+    guard, head = guards(fh, offset)
+    return State(path=os.path.realpath(os.fspath(path)), key=key, dev=st.st_dev, inode=st.st_ino,
+                 offset=offset, guard=guard, head=head, totals=totals)
+
+
 def commit(path: str | os.PathLike, key: str, offset: int, totals: Any) -> State | None:
     """Store the state of ``path`` measured up to ``offset`` (a line boundary). Best effort:
     a cache folder that cannot be written only means the next run reads the whole file."""
     try:
-        st = os.stat(path)
         with open(path, "rb") as fh:
-            guard, head = guards(fh, offset)
-        state = State(path=os.path.realpath(os.fspath(path)), key=key, dev=st.st_dev, inode=st.st_ino,
-                      offset=offset, guard=guard, head=head, totals=totals)
+            state = state_of(fh, path, key, offset, totals)
         # dataclasses in ``totals`` too; a torn state reads as none: the file is measured again
         atomic_write(state_path(path, key), orjson.dumps(state.__dict__), cache=True)
         return state

@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -30,12 +30,15 @@ from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
 from lookout_cli.fsutil import atomic_writer, sync_pending
 from lookout_cli.jsonl import (
-    DEFAULT_MAX_RECORD_BYTES, LeanRecord, NullStream, Record, RecordWriter, is_dev_null, read_lean_records,
+    DEFAULT_MAX_RECORD_BYTES, LeanRecord, LineIndex, NullStream, Record, RecordWriter, is_dev_null, read_lean_records,
     read_records,
 )
 from lookout_cli.paths import save_dir
 from lookout_cli.saved import SavedStore
 from lookout_cli.term import Reporter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lookout_cli.line_memo import LineMemo
 
 MAX_WARNED_LINES = 10
 
@@ -48,6 +51,18 @@ def _keep_lean(adapter: Adapter | None, record: LeanRecord) -> None:
         record.release()
     else:
         record.release(keep_value=True)
+
+
+def _resume(memo: LineMemo, handle: IO[bytes], adapter: Adapter | None) -> tuple[list, LineIndex | None, Adapter | None]:
+    """The records of the lines ``memo`` measured before when ``handle`` is that file, grown
+    or unchanged (else none), the index to read on with, and the adapter."""
+    memo.sniffed = 0 if adapter is not None else None
+    if memo.format:
+        known = adapter or load_adapter(memo.format)
+        resumed = memo.resume(handle, known)
+        if resumed is not None:
+            return (*resumed, known)
+    return [], None, adapter
 
 
 class SizeParam(click.ParamType):
@@ -250,9 +265,15 @@ class Run:
 
     def _checked(self, records: Iterator[Record]) -> Iterator[Record]:
         for record in records:
-            if not record.blank and record.obj is None:
-                self._bad_line(record)
+            self._check(record)
             yield record
+        self._warn_total()
+
+    def _check(self, record: Record) -> None:
+        if not record.blank and record.obj is None:
+            self._bad_line(record)
+
+    def _warn_total(self) -> None:
         if self._bad_lines > MAX_WARNED_LINES:
             self.warn(f"{self._bad_lines} lines in all were not JSON and passed through unchanged")
 
@@ -264,12 +285,14 @@ class Run:
         if self._bad_lines <= MAX_WARNED_LINES:
             self.warn(f"{where}: not JSON, passed through unchanged ({record.error})")
 
-    def load(self, lean: bool = False) -> Transcript:
+    def load(self, lean: bool = False, memo: LineMemo | None = None) -> Transcript:
         """Read the whole transcript and find its format (for commands that need all of it).
 
         ``lean`` (for a command that changes nothing): the records keep their offsets in the
         input instead of their bytes, and of each line only what the adapter's ``node`` keeps
-        (all of it when the adapter has none); the transcript is written back from the input."""
+        (all of it when the adapter has none); the transcript is written back from the input.
+        With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
+        the file only grew, and not parsed again when it was rewritten."""
         if not lean:
             records = list(self.records())
             return Transcript(records, self._adapter_for(records), self.source)
@@ -281,9 +304,22 @@ class Run:
         sample: list[Record] = []  # records read before the format is known
         parsed = 0  # JSON records among them
         adapter = load_adapter(self.format_name) if self.format_name else None
+        index = None
+        if spool is not None or (adapter is not None and not adapter.lean):
+            memo = None  # a pipe is not the file the memo knows; only lean adapters use one
+        if memo is not None:
+            records, index, adapter = _resume(memo, handle, adapter)
         try:
-            for record in self._checked(read_lean_records(handle, self.max_record_bytes, spool)):
+            for record in read_lean_records(handle, self.max_record_bytes, spool, index):
                 records.append(record)
+                if memo is not None:
+                    memo.note(record)
+                    node = memo.node(adapter) if adapter is not None else None
+                    if node is not None:  # a line measured before (so JSON): not parsed again
+                        record.node = node
+                        record.release()
+                        continue
+                self._check(record)
                 if adapter is not None:
                     _keep_lean(adapter, record)
                     continue
@@ -291,9 +327,13 @@ class Run:
                 parsed += record.data is not None
                 if parsed >= SNIFF_RECORDS:
                     adapter = self._adapter_for(sample)
+                    if memo is not None:
+                        memo.sniffed = record.lineno
+                        memo = memo if adapter is not None and adapter.lean else None
                     for held in sample:
                         _keep_lean(adapter, held)
                     sample = []
+            self._warn_total()
         except OSError as exc:
             where = "the temporary copy of standard input" if spool is not None else self.file or "standard input"
             raise LookoutError(f"{where}: {exc.strerror or exc}") from None
@@ -302,6 +342,7 @@ class Run:
             for held in sample:
                 _keep_lean(adapter, held)
         transcript = Transcript(records, adapter, self.source)
+        transcript.memo = memo if adapter is not None and adapter.lean else None
         # what was read, and only that, is written back (an agent may append meanwhile)
         offset, size = records[-1].span() if records else (start, 0)
         end = offset + size

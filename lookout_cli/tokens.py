@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import atomic_write
+from lookout_cli.fsutil import read_sealed, write_sealed
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -155,18 +155,17 @@ def cached_ranks(name: str) -> dict[bytes, int]:
     import marshal
 
     path = ranks_cache_path(name)
-    try:
-        blob = path.read_bytes()
-        if hashlib.sha256(blob[32:]).digest() == blob[:32]:
-            ranks = marshal.loads(blob[32:])
+    payload = read_sealed(path)
+    if payload is not None:
+        try:
+            ranks = marshal.loads(payload)
             if type(ranks) is dict and ranks:
                 return ranks
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
+        except (ValueError, EOFError, TypeError):
+            pass
     ranks = read_ranks(name)
-    payload = marshal.dumps(ranks)
     with contextlib.suppress(OSError):  # a torn copy fails its own hash next time
-        atomic_write(path, hashlib.sha256(payload).digest() + payload, cache=True)
+        write_sealed(path, marshal.dumps(ranks))
     return ranks
 
 

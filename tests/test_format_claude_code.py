@@ -282,6 +282,27 @@ def test_leaf_is_the_newest_childless_line_by_timestamp():
     assert texts(load_bytes(trimmed).view()) == ["two"]
 
 
+def test_progress_lines_under_the_newest_line_do_not_hide_it():
+    """A running tool or hook writes progress lines under the newest line (a hook that
+    measures the session sees its own): the conversation still ends at that line."""
+    def progress(uid, parent, ts):
+        return (json.dumps({"parentUuid": parent, "isSidechain": False, "type": "progress", "uuid": uid,
+                            "data": {"type": "hook_progress", "hookEvent": "PostToolUse"},
+                            "sessionId": "S5", "timestamp": ts}) + "\n").encode()
+
+    data = b"".join([
+        _line("u1", None, "user", "start", ts="2026-04-01T00:00:00.000Z"),
+        _line("a1", "u1", "assistant", "ok", "m1", ts="2026-04-01T00:00:01.000Z"),
+        _line("u2", "a1", "user", "go on", ts="2026-04-01T00:00:02.000Z"),
+        progress("p1", "u2", "2026-04-01T00:00:03.000Z"),
+        progress("p2", "u2", "2026-04-01T00:00:04.000Z"),
+    ])
+    assert texts(load_bytes(data).view()) == ["start", "ok", "go on"]
+    # a conversation line below a progress line still ends the conversation below it
+    data += _line("a2", "p2", "assistant", "done", "m2", ts="2026-04-01T00:00:05.000Z")
+    assert texts(load_bytes(data).view()) == ["start", "ok", "go on", "done"]
+
+
 # --- replace_content ------------------------------------------------------------------------
 def test_replace_tool_result_text():
     data, transcript = load("parallel-images.jsonl")

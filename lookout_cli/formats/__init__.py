@@ -53,6 +53,7 @@ class Transcript:
         self.spool_span = (0, 0)
         # called with the view and every item as it is built (measure counts and shrinks them)
         self.sink: Callable[[View, Item], None] | None = None
+        self.memo = None  # line_memo.LineMemo: what a lean measure of this file learned before
 
     @property
     def format(self) -> str | None:
@@ -100,6 +101,11 @@ class Adapter:
     def node(self, obj: Any) -> Any:
         """What a lean transcript keeps of a line's parsed value (see ``lean``)."""
         return obj
+
+    def revive(self, kept: Any) -> Any:
+        """A node again from what ``marshal`` kept of it (``line_memo``: a tuple subclass
+        comes back as a plain tuple)."""
+        return kept
 
     @classmethod
     def sniff(cls, obj: Any) -> int:

@@ -11,10 +11,12 @@ Decisions (see formats.md §1 and the adapter report). Claude Code's own loader
 ``buildConversationChain`` → ``recoverOrphanedParallelToolResults``, as described by public
 studies of its source [secondary]) is followed where it is known:
 
-- The leaf is the conversation line (user, assistant, attachment, system) that no line names
-  as its parent and that has the newest timestamp (the first of equal ones; the newest in
-  file order when no timestamp parses), not a sidechain line. ``last-prompt.leafUuid`` is not
-  used: it can name the current turn's prompt, an ancestor of the live leaf.
+- The leaf is the conversation line (user, assistant, attachment, system) that no other
+  conversation line descends from and that has the newest timestamp (the first of equal ones;
+  the newest in file order when no timestamp parses), not a sidechain line. Progress lines
+  below it do not count: a running tool or hook writes them under the newest line, and a hook
+  that measures the session sees its own. ``last-prompt.leafUuid`` is not used: it can name
+  the current turn's prompt, an ancestor of the live leaf.
 - A file whose conversation lines are all sidechain lines (a 2.x ``subagents/agent-ID.jsonl``
   file) is read as that subagent's own conversation: the same walk over its lines.
 - ``parentUuid`` resolves to the nearest line *before* the child with that uuid (a parent is
@@ -88,7 +90,7 @@ def node_of(obj: dict) -> Node:
     small = None
     if isinstance(message, dict):
         small = {k: _intern(message[k]) for k in NODE_MESSAGE_FIELDS if k in message}
-        if "id" in small:
+        if isinstance(small.get("id"), str) and small["id"]:
             values[_NODE_INDEX["requestId"]] = None  # the response's key is its message id then
         usage = message.get("usage")
         if isinstance(usage, dict):
@@ -262,11 +264,17 @@ def build_chain(records: list[Record]) -> Chain:
 
 
 def _find_leaf(objs, lines, members, parent_of) -> int | None:
-    """Claude Code's ``findLatestMessage``: of the conversation lines no line names as its
-    parent, the one with the newest timestamp (the first of equals); the newest in file order
-    when no timestamp parses."""
-    parents = {parent_of(i) for i in lines}
-    candidates = [i for i in members if type_of(objs[i]) in CONVERSATION_TYPES and i not in parents]
+    """Claude Code's ``findLatestMessage``: of the conversation lines no other conversation
+    line descends from, the one with the newest timestamp (the first of equals); the newest in
+    file order when no timestamp parses."""
+    above: set[int] = set()  # lines with a conversation line below them
+    for i in lines:
+        if type_of(objs[i]) in CONVERSATION_TYPES:
+            pos = parent_of(i)
+            while pos is not None and pos not in above:  # each line is walked once
+                above.add(pos)
+                pos = parent_of(pos)
+    candidates = [i for i in members if type_of(objs[i]) in CONVERSATION_TYPES and i not in above]
     if not candidates:
         return None
     best, best_time = None, None

@@ -30,7 +30,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Adapter as _Base
 from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
-    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, node_of, parse_time,
+    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, Node, build_chain, node_of, parse_time,
 )
 from lookout_cli.formats.claude_items import SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result
 from lookout_cli.jsonl import Record, loads_exact
@@ -96,11 +96,14 @@ class Adapter(_Base):
     def node(self, obj: Any) -> Any:
         return node_of(obj) if isinstance(obj, dict) else obj
 
+    def revive(self, kept: Any) -> Any:
+        return Node(kept) if type(kept) is tuple else kept  # JSON gives lists, never tuples
+
     def chain(self, transcript: Transcript) -> Chain:
         return build_chain(transcript.records)
 
     def view(self, transcript: Transcript) -> View:
-        return build_view(self.chain(transcript), self.name, transcript.sink)
+        return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo)
 
     # --- replace_content ------------------------------------------------------------------
     def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from lookout_cli.formats import as_str, type_of
 from lookout_cli.formats.claude_chain import Chain, message_id
+from lookout_cli.line_memo import has_prompt, unpack
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
     Compaction, ImageRef, Item, Usage, View,
@@ -96,9 +97,11 @@ def text_of_result(content: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, chain: Chain, fmt: str, sink=None):
+    def __init__(self, chain: Chain, fmt: str, sink=None, memo=None):
         self.chain = chain
         self.view = View(format=fmt, sink=sink)
+        self.memo = memo  # line_memo.LineMemo: the items of lines measured before
+        self.reads_next = False  # the line being built looked at the next one
         self.message = 0
         self.turn = 0
         self.ids: dict[str, int] = {}
@@ -115,7 +118,8 @@ class _Builder:
         return self.view.add(item)
 
     def next_message(self, obj: dict) -> None:
-        """Lines split from one response share its index; every other line gets a new one."""
+        """Lines split from one response share its index; every other line gets a new one
+        (``obj`` may be the line's node)."""
         key = None
         if obj.get("type") == "assistant":
             key = message_id(obj) or obj.get("requestId") or obj.get("uuid")
@@ -135,18 +139,30 @@ class _Builder:
         for pos in visible:
             for tid, name in _tool_names(chain.node(pos)):
                 self.tools[tid] = name
-        # each visible line is parsed once (a lean record lets go of its value after use)
-        nxt = chain.obj(visible[0]) if visible else {}
+        memo = self.memo
+        if memo is not None:
+            memo.begin(self.view.model)
+        # each visible line is parsed once (a lean record lets go of its value after use; a
+        # line looked ahead at keeps it until its turn)
         for n, pos in enumerate(visible):
             record = chain.records[pos]
-            obj = nxt
-            nxt = chain.obj(visible[n + 1]) if n + 1 < len(visible) else {}
+            node = chain.node(pos)
+            self.next_message(node)
+            known = memo.items(pos) if memo is not None else None
+            if known is not None:
+                self.reuse(record, known)
+                memo.keep(pos, known)
+                record.release()
+                continue
+            first = len(self.view.items)
+            obj = chain.obj(pos)
             kind = obj.get("type")
-            ts = chain.node(pos).get("timestamp")  # the node's copy: one string per line
+            ts = node.get("timestamp")  # the node's copy: one string per line
             ts = ts if isinstance(ts, str) else None
-            self.next_message(obj)
+            self.reads_next = False
             if kind == "user":
-                self.user_line(record, obj, nxt, ts)
+                after = visible[n + 1] if n + 1 < len(visible) else None
+                self.user_line(record, obj, lambda: chain.obj(after) if after is not None else {}, ts)
             elif kind == "assistant":
                 self.assistant_line(record, obj, ts)
             elif kind == "attachment":
@@ -155,6 +171,8 @@ class _Builder:
                 content = obj.get("content")
                 if isinstance(content, str) and content:
                     self.add(record, "user", NOTICE, content, ("content",), timestamp=ts)
+            if memo is not None and not self.reads_next:
+                memo.keep(pos, (first, len(self.view.items)))
             record.release()
         self.usages_and_compactions()
         leaf = chain.obj(chain.leaf) if chain.leaf is not None else {}
@@ -167,6 +185,17 @@ class _Builder:
         stamps = [s for s in stamps if isinstance(s, str)]
         view.last_timestamp = stamps[-1] if stamps else None
         return view
+
+    def reuse(self, record, packed: list[tuple]) -> None:
+        """The items a line with these bytes gave before, counted then (``line_memo``); its
+        message and turn, and a result's tool name, are this view's."""
+        if has_prompt(packed):
+            self.turn += 1
+        for entry in packed:
+            item = unpack(entry, record, self.message, self.turn)
+            if item.call_id and item.kind in (TOOL_RESULT, IMAGE):
+                item.tool = self.tools.get(item.call_id)
+            self.view.items.append(item)  # not through the sink: counted already
 
     def user_line(self, record, obj, nxt, ts) -> None:
         message = obj.get("message")
@@ -238,10 +267,10 @@ class _Builder:
                 self.add(record, "user", TEXT, dumps(block), path, timestamp=ts,
                          extra={"block": btype})
 
-    @staticmethod
-    def _command_prompt(content, meta, nxt) -> bool:
+    def _command_prompt(self, content, meta, nxt) -> bool:
         """A slash command the model answers: a ``<command-name>`` line followed by its
-        ``isMeta`` expansion (local commands are followed by their stdout instead)."""
+        ``isMeta`` expansion (local commands are followed by their stdout instead). ``nxt``
+        gives the next visible line's value."""
         if meta:
             return False
         text = content if isinstance(content, str) else " ".join(
@@ -249,6 +278,8 @@ class _Builder:
         ) if isinstance(content, list) else ""
         if "<command-name>" not in text:
             return False
+        self.reads_next = True
+        nxt = nxt()
         if nxt.get("type") != "user" or not nxt.get("isMeta"):
             return False
         message = nxt.get("message")
@@ -487,5 +518,5 @@ def _compaction(record, obj: dict) -> Compaction:
     )
 
 
-def build_view(chain: Chain, fmt: str, sink=None) -> View:
-    return _Builder(chain, fmt, sink).build()
+def build_view(chain: Chain, fmt: str, sink=None, memo=None) -> View:
+    return _Builder(chain, fmt, sink, memo).build()

@@ -1,0 +1,192 @@
+"""What a lean ``measure`` learned of each line of a transcript file, kept for the next run.
+
+Hooks and status lines measure the same session file again and again: after the agent
+appended a turn, after ``compact -i`` rewrote it (the lines it left alone keep their bytes).
+For one file path the memo keeps, for each line, where it starts, a digest of its bytes and
+the adapter's node; for each model-visible line, the items it gave, counted and cut down
+(``item_counts.shrink``), with the encoding they were counted in. The next run over the path:
+
+- when the file only grew (same device and inode, and the guard hashes of ``measure_state``
+  match, as for the incremental state), takes the lines measured before as they were, without
+  reading them, and reads on from where they end;
+- otherwise (rewritten, truncated, replaced) reads every line and looks its digest up: a known
+  line is not parsed again.
+
+A known model-visible line gives its items again without being parsed or counted; what an
+item takes from the lines around it is worked out anew by the adapter (its message and turn
+numbers, a result's tool name). A line whose items depend on the next line is not kept.
+
+One file per path in the state folder: ``marshal`` data headed by its sha256
+(``fsutil.write_sealed``), replaced atomically, so concurrent runs leave one of their memos
+and a torn or damaged one is ignored. Only adapters that read lean (``Adapter.lean``) use it.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import marshal
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from lookout_cli import __version__, measure_state
+from lookout_cli.fsutil import read_sealed, write_sealed
+from lookout_cli.jsonl import LeanRecord, LineIndex
+from lookout_cli.view import ImageRef, Item
+
+VERSION = 1
+DIGEST_BYTES = 16
+PROMPT = 10  # where ``prompt`` sits in a packed item
+
+
+def digest(raw: bytes) -> bytes:
+    return hashlib.sha256(raw).digest()[:DIGEST_BYTES]
+
+
+def memo_path(path: str | os.PathLike, key: str) -> Path:
+    return measure_state.state_path(path, key).with_suffix(".lines")
+
+
+def pack(item: Item) -> tuple:
+    """A counted, cut-down item (``item_counts.shrink``) without what other lines decide."""
+    ref = item.image
+    image = None if ref is None else (ref.media_type, ref.url, ref.nbytes, ref.dims)
+    return (item.role, item.kind, item.text, item.tool, item.call_id, item.timestamp, item.setup, image,
+            item.is_error, item.opaque, item.prompt, item.extra or None, item.tokens)
+
+
+def unpack(packed: tuple, record: Any, message: int, turn: int) -> Item:
+    role, kind, text, tool, call_id, timestamp, setup, image, is_error, opaque, prompt, extra, tokens = packed
+    return Item(role=role, kind=kind, text=text, record=record, message=message, turn=turn, tool=tool,
+                call_id=call_id, timestamp=timestamp, setup=setup,
+                image=None if image is None else ImageRef(image[0], url=image[1], nbytes=image[2], dims=image[3]),
+                is_error=is_error, opaque=opaque,
+                prompt=prompt, extra=extra or {}, tokens=tokens)
+
+
+def has_prompt(packed: list[tuple]) -> bool:
+    return any(p[PROMPT] for p in packed)
+
+
+class LineMemo:
+    """The memo of one file path. ``count_key(model)`` says how this run counts a model's
+    texts (items counted otherwise before are built again)."""
+
+    def __init__(self, path: str, format_name: str | None, count_key: Callable[[str | None], tuple]) -> None:
+        self.path = path
+        self.key = f"lines-{VERSION}-{__version__}-{format_name or ''}"
+        self.count_key = count_key
+        self.digests: list[bytes] = []  # this run's lines, in order
+        self.sniffed: int | None = None  # the line by which the format was known (0: given)
+        self._kept: dict[int, list[tuple] | tuple[int, int]] = {}  # visible line -> items to keep
+        self._resumed: list = []  # the nodes of the lines resumed, as kept
+        self._count: tuple | None = None
+        self._items: dict[bytes, list[tuple]] = {}
+        self._nodes: dict[bytes, Any] | None = None
+        self._old = self._read()
+
+    def _read(self) -> dict | None:
+        payload = read_sealed(memo_path(self.path, self.key))
+        if payload is None:
+            return None
+        try:
+            old = marshal.loads(payload)
+        except (ValueError, EOFError, TypeError):
+            return None
+        return old if type(old) is dict and old.get("key") == self.key else None
+
+    @property
+    def format(self) -> str | None:
+        """The format the lines were read as, when it was known from them (or given)."""
+        return self._old["format"] if self._old and self._old["sniffed"] is not None else None
+
+    # --- reading ----------------------------------------------------------------------------
+    def resume(self, handle: IO[bytes], adapter) -> tuple[list[LeanRecord], LineIndex] | None:
+        """When ``handle`` (a regular file at its start) is the file measured before, grown or
+        unchanged: records for the lines measured then, with their nodes, and the index to read
+        on with (``handle`` is left where those lines end). Else None."""
+        old = self._old
+        try:
+            state = measure_state.State(**old["state"])
+            plan = measure_state.plan_for(state, handle)
+        except (OSError, TypeError, KeyError):
+            return None
+        starts = array.array("q")
+        starts.frombytes(old["starts"])
+        count = len(starts) - 1
+        if plan.kind not in (measure_state.APPEND, measure_state.UNCHANGED) or old["sniffed"] > count \
+                or starts[-1] != state.offset:
+            return None
+        index = LineIndex(handle.fileno(), starts=starts)
+        records = []
+        self._resumed = old["nodes"][:count]
+        for lineno, kept in enumerate(self._resumed, 1):
+            record = LeanRecord(lineno, index, None)
+            record.node = None if kept is None else adapter.revive(kept)
+            records.append(record)
+        digests = old["digests"]
+        self.digests = [digests[n:n + DIGEST_BYTES] for n in range(0, count * DIGEST_BYTES, DIGEST_BYTES)]
+        self.sniffed = old["sniffed"]
+        handle.seek(state.offset)
+        return records, index
+
+    def note(self, record: LeanRecord) -> None:
+        """Take the digest of a line as it is read (before its bytes are let go)."""
+        self.digests.append(digest(record.raw))
+
+    def node(self, adapter) -> Any:
+        """The node of the line noted last, when a line with its bytes was measured before."""
+        if self._nodes is None:
+            old = self._old or {"digests": b"", "nodes": []}
+            data = old["digests"]
+            keys = [data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES)]
+            self._nodes = dict(zip(keys, old["nodes"]))
+        kept = self._nodes.get(self.digests[-1])
+        return None if kept is None else adapter.revive(kept)
+
+    # --- building the view ------------------------------------------------------------------
+    def begin(self, model: str | None) -> None:
+        """The view's model is known: items counted as this run counts them can be reused."""
+        self._count = self.count_key(model)
+        old = self._old
+        self._items = old["items"] if old and tuple(old["count"]) == self._count else {}
+
+    def items(self, pos: int) -> list[tuple] | None:
+        """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""
+        return self._items.get(self.digests[pos]) if pos < len(self.digests) else None
+
+    def keep(self, pos: int, items: list[tuple] | tuple[int, int]) -> None:
+        """Line ``pos`` is model-visible and its items depend on no other line: they are
+        ``items`` (packed) or the view's items from ``items[0]`` to ``items[1]``."""
+        self._kept[pos] = items
+
+    # --- saving -----------------------------------------------------------------------------
+    def save(self, transcript) -> None:
+        """Remember the transcript's lines, once its view is built and counted. Best effort:
+        a memo that cannot be written costs only time."""
+        records = transcript.records
+        if not records or len(self.digests) != len(records) or self._count is None:
+            return
+        items = transcript.view().items
+        kept = {self.digests[pos]: [pack(i) for i in items[line[0]:line[1]]] if type(line) is tuple else line
+                for pos, line in self._kept.items()}
+        resumed = self._resumed
+        nodes = resumed + [tuple(r.node) if isinstance(r.node, tuple) else r.node for r in records[len(resumed):]]
+        index = records[0]._index
+        offset, size = records[-1].span()
+        complete = len(records)
+        if os.pread(index.fd, 1, offset + size - 1) != b"\n":
+            complete -= 1  # the last line may still be being written: read it again next time
+        try:
+            state = measure_state.state_of(transcript.spool, self.path, self.key, index.starts[complete])
+            payload = marshal.dumps({
+                "key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
+                "state": state.__dict__, "starts": index.starts[:complete + 1].tobytes(),
+                "digests": b"".join(self.digests), "count": self._count,
+                "nodes": nodes, "items": kept,
+            })
+            write_sealed(memo_path(self.path, self.key), payload)
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,245 @@
+"""The line memo (``line_memo``): measuring a FILE again after it grew, was rewritten, truncated
+or replaced reuses what the last run learned of each line, and gives exactly the figures of a
+measure from scratch. Lines measured before are not parsed again; what an item takes from
+other lines (message, turn, a result's tool name, a slash command's kind) is worked out anew."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+
+import orjson
+import pytest
+from conftest import REPO, run_lookout
+from test_measure import ALL_INPUTS
+
+from lookout_cli import jsonl, paths
+from lookout_cli.commands.measure import measure_input
+from lookout_cli.meter import Settings
+from lookout_cli.meter_report import to_dict
+from lookout_cli.options import Run
+
+sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
+from bench.generate import generate  # noqa: E402
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+def measured(path, cache: bool = True, **settings):
+    """measure's meter for FILE ``path``, in this process, and the transcript it read."""
+    settings = Settings(now=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), discover_rules=False, **settings)
+    return measure_input(Run("measure", file=str(path), isolated=True), settings, cache=cache)
+
+
+def report(path, cache: bool = True, **settings) -> dict:
+    return to_dict(measured(path, cache, **settings)[0], str(path), None)
+
+
+def fresh(path, **settings) -> dict:
+    return report(path, cache=False, **settings)
+
+
+class Parses:
+    """Counts the lines parsed (orjson.loads on a line's bytes) while it is on."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        real = orjson.loads
+
+        def loads(data):
+            self.count += 1
+            return real(data)
+
+        namespace = type("orjson", (), {"loads": staticmethod(loads), "JSONDecodeError": orjson.JSONDecodeError})
+        monkeypatch.setattr(jsonl, "orjson", namespace)
+
+
+def memo_files() -> list:
+    return sorted((paths.cache_dir() / "state").glob("*.lines"))
+
+
+def lines_of(path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    path = tmp_path_factory.mktemp("memo") / "session.jsonl"
+    generate(path, "claude-code", 0.6)
+    return path
+
+
+@pytest.fixture
+def grown(tmp_path, session):
+    """A copy of the generated session cut at 60% of its lines, and the rest."""
+    lines = lines_of(session)
+    cut = len(lines) * 6 // 10
+    path = tmp_path / "grown.jsonl"
+    path.write_bytes(b"".join(lines[:cut]))
+    return path, b"".join(lines[cut:])
+
+
+def test_a_grown_file_reads_only_its_new_lines_and_measures_as_from_scratch(grown, monkeypatch):
+    path, rest = grown
+    first = report(path)
+    assert first == fresh(path) and len(memo_files()) == 1
+    new = rest.splitlines(keepends=True)[:40]
+    with open(path, "ab") as fh:
+        fh.write(b"".join(new))
+    parses = Parses(monkeypatch)
+    again = report(path)
+    # each new line once for its node, a model-visible one once more for its items, and the
+    # leaf again for its session and folder; none of the lines measured before
+    assert parses.count <= 2 * len(new) + 2
+    monkeypatch.undo()
+    assert again == fresh(path)
+    assert again != first
+
+
+def test_the_rest_appended_in_steps_measures_as_from_scratch(grown):
+    path, rest = grown
+    report(path)
+    lines = rest.splitlines(keepends=True)
+    step = max(1, len(lines) // 3)
+    for at in range(0, len(lines), step):
+        with open(path, "ab") as fh:
+            fh.write(b"".join(lines[at:at + step]))
+        assert report(path) == fresh(path)
+
+
+def test_a_rewritten_file_parses_only_what_changed(grown, monkeypatch):
+    path, _ = grown
+    report(path)
+    lines = lines_of(path)
+    changed = 0
+    for n, line in enumerate(lines):  # shorten some tool results, as a compaction would
+        obj = json.loads(line)
+        content = obj.get("message", {}).get("content") if isinstance(obj.get("message"), dict) else None
+        if n % 4 == 0 and isinstance(content, list) and content and content[0].get("type") == "tool_result":
+            content[0]["content"] = "[cleared]"
+            lines[n] = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+            changed += 1
+    assert changed >= 3
+    replaced = path.with_suffix(".new")
+    replaced.write_bytes(b"".join(lines))
+    os.replace(replaced, path)  # another inode at the path, as compact -i leaves it
+    parses = Parses(monkeypatch)
+    again = report(path)
+    assert parses.count <= 2 * changed + 50 + 2  # the changed lines, the format's sniff, the leaf
+    monkeypatch.undo()
+    assert again == fresh(path)
+
+
+def test_a_truncated_or_replaced_file_measures_as_from_scratch(grown, session):
+    path, rest = grown
+    with open(path, "ab") as fh:
+        fh.write(rest)
+    report(path)
+    lines = lines_of(path)
+    path.write_bytes(b"".join(lines[: len(lines) // 2]))  # same inode, shorter
+    assert report(path) == fresh(path)
+    other = path.with_suffix(".other")
+    other.write_bytes(b"".join(lines[: len(lines) // 3]) + b"".join(lines[len(lines) // 2:]))
+    os.replace(other, path)  # a middle cut: the chain's lines reorder, parents go missing
+    assert report(path) == fresh(path)
+
+
+def test_items_counted_another_way_are_counted_again(grown):
+    path, rest = grown
+    report(path, estimate=True)
+    with open(path, "ab") as fh:
+        fh.write(rest[: len(rest) // 2].rpartition(b"\n")[0] + b"\n")
+    assert report(path) == fresh(path)  # exact now: the estimated items are not reused
+    assert report(path, model="gpt-4") == fresh(path, model="gpt-4")  # another encoding
+
+
+def test_a_damaged_memo_is_ignored(grown):
+    path, rest = grown
+    report(path)
+    (memo,) = memo_files()
+    data = bytearray(memo.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    memo.write_bytes(bytes(data))
+    lines = rest.splitlines(keepends=True)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[:10]))
+    assert report(path) == fresh(path)
+    memo.write_bytes(memo.read_bytes()[:100])  # torn
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[10:]))
+    assert report(path) == fresh(path)
+
+
+def part_items(figures: dict) -> dict[str, int]:
+    return {part["key"]: part["items"] for part in figures["parts"]}
+
+
+def claude_line(n: int, kind: str, content, parent: int | None, **extra) -> bytes:
+    obj = {"parentUuid": f"u{parent}" if parent else None, "isSidechain": False, "type": kind, "uuid": f"u{n}",
+           "sessionId": "S", "cwd": "/w/app", "timestamp": f"2026-01-01T00:00:{n:02d}Z", **extra}
+    if kind == "assistant":
+        obj["message"] = {"id": f"msg{n}", "model": "claude-sonnet-4-5", "role": "assistant", "content": content,
+                          "usage": {"input_tokens": 10 * n, "output_tokens": 5}}
+    else:
+        obj["message"] = {"role": "user", "content": content}
+    return (json.dumps(obj) + "\n").encode()
+
+
+def test_a_slash_command_is_read_again_when_its_expansion_follows(tmp_path):
+    """A ``<command-name>`` line is a prompt when its isMeta expansion follows, a notice
+    otherwise: its items depend on the next line, so the memo does not keep them."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(
+        claude_line(1, "user", "Fix the build", None)
+        + claude_line(2, "assistant", [{"type": "text", "text": "Done."}], 1)
+        + claude_line(3, "user", "<command-name>/review</command-name>\n<command-message>review</command-message>", 2))
+    before = report(path)
+    assert before == fresh(path)
+    with open(path, "ab") as fh:
+        fh.write(claude_line(4, "user", "Review the change for bugs and missing tests.", 3, isMeta=True)
+                 + claude_line(5, "assistant", [{"type": "text", "text": "Reviewed."}], 4))
+    after = report(path)
+    assert after == fresh(path)
+    assert (part_items(before)["messages"], part_items(after)["messages"]) == (1, 2)  # now a prompt
+
+
+def test_a_tool_result_takes_the_name_of_the_call_in_view(tmp_path):
+    call = claude_line(2, "assistant", [{"type": "tool_use", "id": "t1", "name": "Read",
+                                         "input": {"file_path": "/w/app/a.py"}}], 1)
+    result = claude_line(3, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1\n" * 50}], 2)
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(claude_line(1, "user", "Read a.py", None) + result)  # the result before its call is in view
+    report(path)
+    path.write_bytes(claude_line(1, "user", "Read a.py", None) + call + result)
+    meter, transcript = measured(path)
+    assert [(i.tool, i.tokens > 0) for i in transcript.view().items if i.kind == "tool_result"] == [("Read", True)]
+    assert to_dict(meter, str(path), None) == fresh(path)
+
+
+@pytest.mark.parametrize("path", ALL_INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_input_measured_again_from_its_memo(path, tmp_path):
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    first = report(copy)
+    os.utime(copy, ns=(1, 1))  # the snapshot no longer holds (another time): the memo does
+    assert report(copy) == first
+    replaced = tmp_path / "replaced"
+    shutil.copyfile(path, replaced)
+    os.replace(replaced, copy)
+    assert report(copy) == first == fresh(copy)
+
+
+def test_the_command_uses_the_memo_and_passes_the_file_through(grown):
+    path, rest = grown
+    assert run_lookout("measure", "-q", str(path)).returncode == 0
+    with open(path, "ab") as fh:
+        fh.write(rest)
+    result = run_lookout("measure", "--json", "--now", NOW, str(path))
+    assert result.returncode == 0, result.stderr.decode()
+    scratch = run_lookout("measure", "--json", "--now", NOW, "--no-cache", str(path))
+    assert orjson.loads(result.stdout) == orjson.loads(scratch.stdout)
+    out = run_lookout("measure", "-q", str(path))
+    assert out.stdout == path.read_bytes()
