@@ -35,8 +35,7 @@ HASH_TOKENS = 64
 
 def _stand_in(store: SavedStore, nbytes: int, kind: str, sha: str = "0" * 64) -> Saved:
     """A saved file's name as long as the real one, with a fixed hash (nothing is written)."""
-    path = store.path_for(sha, EXTENSIONS.get(kind, ".bin"))
-    return Saved(sha, path.resolve() if path.is_absolute() else path.absolute(), nbytes)
+    return Saved(sha, store.real_path(sha, EXTENSIONS.get(kind, ".bin")), nbytes)
 
 
 def is_cleared(item: Item) -> bool:

@@ -81,7 +81,7 @@ class LineMemo:
         self.digests: list[bytes] = []  # this run's lines, in order
         self.sniffed: int | None = None  # the line by which the format was known (0: given)
         self._kept: dict[int, list[tuple] | tuple[int, int]] = {}  # visible line -> items to keep
-        self._resumed: list = []  # the nodes of the lines resumed, as kept
+        self._plain: list = []  # this run's lines' nodes as the memo keeps them (None: not known)
         self._count: tuple | None = None
         self._items: dict[bytes, list[tuple]] = {}
         self._nodes: dict[bytes, Any] | None = None
@@ -121,8 +121,8 @@ class LineMemo:
             return None
         index = LineIndex(handle.fileno(), starts=starts)
         records = []
-        self._resumed = old["nodes"][:count]
-        for lineno, kept in enumerate(self._resumed, 1):
+        self._plain = old["nodes"][:count]
+        for lineno, kept in enumerate(self._plain, 1):
             record = LeanRecord(lineno, index, None)
             record.node = None if kept is None else adapter.revive(kept)
             records.append(record)
@@ -135,6 +135,7 @@ class LineMemo:
     def note(self, record: LeanRecord) -> None:
         """Take the digest of a line as it is read (before its bytes are let go)."""
         self.digests.append(digest(record.raw))
+        self._plain.append(None)
 
     def node(self, adapter) -> Any:
         """The node of the line noted last, when a line with its bytes was measured before."""
@@ -144,7 +145,10 @@ class LineMemo:
             keys = [data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES)]
             self._nodes = dict(zip(keys, old["nodes"]))
         kept = self._nodes.get(self.digests[-1])
-        return None if kept is None else adapter.revive(kept)
+        if kept is None:
+            return None
+        self._plain[-1] = kept
+        return adapter.revive(kept)
 
     # --- building the view ------------------------------------------------------------------
     def begin(self, model: str | None) -> None:
@@ -170,10 +174,10 @@ class LineMemo:
         if not records or len(self.digests) != len(records) or self._count is None:
             return
         items = transcript.view().items
-        kept = {self.digests[pos]: [pack(i) for i in items[line[0]:line[1]]] if type(line) is tuple else line
-                for pos, line in self._kept.items()}
-        resumed = self._resumed
-        nodes = resumed + [tuple(r.node) if isinstance(r.node, tuple) else r.node for r in records[len(resumed):]]
+        packed = {self.digests[pos]: [pack(i) for i in items[line[0]:line[1]]] if type(line) is tuple else line
+                  for pos, line in self._kept.items()}
+        plain = transcript.adapter.plain
+        nodes = [p if p is not None else plain(r.node) for p, r in zip(self._plain, records)]
         index = records[0]._index
         offset, size = records[-1].span()
         complete = len(records)
@@ -185,7 +189,7 @@ class LineMemo:
                 "key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
                 "state": state.__dict__, "starts": index.starts[:complete + 1].tobytes(),
                 "digests": b"".join(self.digests), "count": self._count,
-                "nodes": nodes, "items": kept,
+                "nodes": nodes, "items": packed,
             })
             write_sealed(memo_path(self.path, self.key), payload)
         except (OSError, ValueError):

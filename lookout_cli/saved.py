@@ -65,11 +65,16 @@ class SavedStore:
     def path_for(self, sha: str, ext: str) -> Path:
         return self.root / "sha256" / sha[:2] / (sha[2:] + ext)
 
+    def real_path(self, sha: str, ext: str) -> Path:
+        """``path_for`` from the root with its links resolved: the name placeholders give."""
+        return self._real_root / "sha256" / sha[:2] / (sha[2:] + ext)
+
     def put(self, data: bytes, kind: str = "text", **meta) -> Saved:
         """Save ``data`` (kind: ``text``, ``record`` or an image media type) and return its name."""
         sha = hashlib.sha256(data).hexdigest()
-        path = self.path_for(sha, EXTENSIONS.get(kind, ".bin"))
-        saved = Saved(sha, self._real_root / path.relative_to(self.root), len(data))
+        ext = EXTENSIONS.get(kind, ".bin")
+        path = self.path_for(sha, ext)
+        saved = Saved(sha, self.real_path(sha, ext), len(data))
         if self.dry_run:
             return saved
         if not path.exists():

@@ -102,9 +102,11 @@ class Adapter:
         """What a lean transcript keeps of a line's parsed value (see ``lean``)."""
         return obj
 
+    def plain(self, node: Any) -> Any:
+        """A node as values ``marshal`` keeps (``line_memo``); ``revive`` reverses it."""
+        return node
+
     def revive(self, kept: Any) -> Any:
-        """A node again from what ``marshal`` kept of it (``line_memo``: a tuple subclass
-        comes back as a plain tuple)."""
         return kept
 
     @classmethod

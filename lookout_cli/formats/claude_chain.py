@@ -56,26 +56,66 @@ ID_FIELDS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
 # What the chain walk, the usages and the compactions read of a line: ``node_of`` keeps these
 # and drops the rest (message text, tool output, toolUseResult copies) for a lean transcript.
 NODE_FIELDS = ("type", "subtype", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp",
-               "requestId", "isApiErrorMessage", "compactMetadata")
-NODE_MESSAGE_FIELDS = ("id", "model")
-NODE_BLOCK_FIELDS = ("type", "id", "name", "tool_use_id")
-NODE_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+               "requestId", "isApiErrorMessage", "compactMetadata", "message")
 
 
-class Node(tuple):
-    """What ``node_of`` keeps of a line: the fields above (None when absent) and a small
-    ``message`` dict. Read like the parsed dict with ``get``, so the functions below take
-    either; a tuple, not a dict: there is one per line of the file."""
+class Fields(tuple):
+    """A value cut down to a few fields (``KEYS``; None when absent) and read like the parsed
+    dict with ``get``, so the functions below take either. A tuple, not a dict: a dict of a
+    few keys takes 232 bytes, and there are nodes for every line of the file."""
 
     __slots__ = ()
+    KEYS: tuple[str, ...] = ()
+    _AT: dict[str, int] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._AT = {key: n for n, key in enumerate(cls.KEYS)}
 
     def get(self, key: str, default: Any = None) -> Any:
-        at = _NODE_INDEX.get(key)
+        at = self._AT.get(key)
         return default if at is None else self[at]
 
 
-_NODE_INDEX = {key: n for n, key in enumerate((*NODE_FIELDS, "message"))}
-_INTERNED = [_NODE_INDEX[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
+class Node(Fields):
+    """What ``node_of`` keeps of a line."""
+
+    __slots__ = ()
+    KEYS = NODE_FIELDS
+
+
+class NodeMessage(Fields):
+    __slots__ = ()
+    KEYS = ("id", "model", "usage", "content")  # content: the blocks that carry ids
+
+
+class NodeUsage(Fields):
+    __slots__ = ()
+    KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens",
+            "cache_creation")
+
+
+class NodeCreation(Fields):
+    __slots__ = ()
+    KEYS = ("ephemeral_1h_input_tokens",)
+
+
+class NodeBlock(Fields):
+    __slots__ = ()
+    KEYS = ("type", "id", "name", "tool_use_id")
+
+
+def is_map(value: Any) -> bool:
+    """A JSON object, parsed or cut down to a node's fields."""
+    return isinstance(value, (dict, Fields))
+
+
+def is_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and not isinstance(value, Fields)
+
+
+_INTERNED = [Node._AT[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
+_MESSAGE, _TIMESTAMP = Node._AT["message"], Node._AT["timestamp"]
 
 
 def node_of(obj: dict) -> Node:
@@ -86,24 +126,63 @@ def node_of(obj: dict) -> Node:
     for at in _INTERNED:
         if type(values[at]) is str:
             values[at] = sys.intern(values[at])
-    message = obj.get("message")
-    small = None
+    if type(values[0]) is not str or values[0] not in CONVERSATION_TYPES:
+        values[_TIMESTAMP] = None  # read only of conversation lines (the leaf, items, usages)
+    message = values[_MESSAGE]
     if isinstance(message, dict):
-        small = {k: _intern(message[k]) for k in NODE_MESSAGE_FIELDS if k in message}
-        if isinstance(small.get("id"), str) and small["id"]:
-            values[_NODE_INDEX["requestId"]] = None  # the response's key is its message id then
+        mid = _intern(message.get("id"))
+        if isinstance(mid, str) and mid:
+            values[Node._AT["requestId"]] = None  # the response's key is its message id then
         usage = message.get("usage")
         if isinstance(usage, dict):
-            small["usage"] = {k: usage[k] for k in NODE_USAGE_FIELDS if k in usage}
             creation = usage.get("cache_creation")
-            if isinstance(creation, dict) and "ephemeral_1h_input_tokens" in creation:
-                small["usage"]["cache_creation"] = {"ephemeral_1h_input_tokens": creation["ephemeral_1h_input_tokens"]}
+            usage = NodeUsage((*map(usage.get, NodeUsage.KEYS[:-1]), NodeCreation(
+                (creation.get("ephemeral_1h_input_tokens"),)) if isinstance(creation, dict) else None))
+        else:
+            usage = None
         content = message.get("content")
         if isinstance(content, list):
-            small["content"] = [{k: _intern(b[k]) for k in NODE_BLOCK_FIELDS if k in b} for b in content
-                                if isinstance(b, dict) and ("id" in b or "tool_use_id" in b)]
-    values.append(small)
+            content = tuple(NodeBlock(map(_intern_get(b), NodeBlock.KEYS)) for b in content
+                            if isinstance(b, dict) and ("id" in b or "tool_use_id" in b))
+        else:
+            content = None
+        values[_MESSAGE] = NodeMessage((mid, _intern(message.get("model")), usage, content))
+    else:
+        values[_MESSAGE] = None
     return Node(values)
+
+
+def plain(node: Any) -> Any:
+    """A node as plain tuples (what ``marshal`` can keep); ``revive`` makes it a node again."""
+    if not isinstance(node, Node):
+        return node
+    message = node[_MESSAGE]
+    if message is not None:
+        usage, content = message[2], message[3]
+        if usage is not None:
+            usage = (*usage[:-1], None if usage[-1] is None else tuple(usage[-1]))
+        if content is not None:
+            content = tuple(map(tuple, content))
+        message = (message[0], message[1], usage, content)
+    return (*node[:_MESSAGE], message)
+
+
+def revive(kept: Any) -> Any:
+    if type(kept) is not tuple:
+        return kept  # JSON gives lists, never tuples: any other value is kept as it was
+    message = kept[_MESSAGE]
+    if message is not None:
+        usage, content = message[2], message[3]
+        if usage is not None:
+            usage = NodeUsage((*usage[:-1], None if usage[-1] is None else NodeCreation(usage[-1])))
+        if content is not None:
+            content = tuple(map(NodeBlock, content))
+        message = NodeMessage((message[0], message[1], usage, content))
+    return Node((*kept[:_MESSAGE], message))
+
+
+def _intern_get(block: dict):
+    return lambda key: _intern(block.get(key))
 
 
 def _intern(value: Any) -> Any:
@@ -120,7 +199,7 @@ def is_boundary(obj: dict) -> bool:
 
 def message_id(obj: dict) -> str | None:
     message = obj.get("message")
-    if isinstance(message, dict):
+    if is_map(message):
         mid = message.get("id")
         if isinstance(mid, str) and mid:
             return mid
@@ -130,22 +209,21 @@ def message_id(obj: dict) -> str | None:
 def tool_result_ids(obj: dict) -> list[str]:
     content = _content(obj)
     return [b.get("tool_use_id") for b in content
-            if isinstance(b, dict) and b.get("type") == "tool_result"
+            if is_map(b) and b.get("type") == "tool_result"
             and isinstance(b.get("tool_use_id"), str)]
 
 
 def tool_use_ids(obj: dict) -> list[str]:
     content = _content(obj)
     return [b.get("id") for b in content
-            if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use")
+            if is_map(b) and b.get("type") in ("tool_use", "server_tool_use")
             and isinstance(b.get("id"), str)]
 
 
-def _content(obj: dict) -> list:
+def _content(obj: dict) -> list | tuple:
     message = obj.get("message")
-    if isinstance(message, dict) and isinstance(message.get("content"), list):
-        return message["content"]
-    return []
+    content = message.get("content") if is_map(message) else None
+    return content if is_list(content) else ()
 
 
 @dataclass

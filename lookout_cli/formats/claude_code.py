@@ -30,7 +30,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Adapter as _Base
 from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
-    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, Node, build_chain, node_of, parse_time,
+    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, node_of, parse_time, plain, revive,
 )
 from lookout_cli.formats.claude_items import SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result
 from lookout_cli.jsonl import Record, loads_exact
@@ -97,7 +97,10 @@ class Adapter(_Base):
         return node_of(obj) if isinstance(obj, dict) else obj
 
     def revive(self, kept: Any) -> Any:
-        return Node(kept) if type(kept) is tuple else kept  # JSON gives lists, never tuples
+        return revive(kept)
+
+    def plain(self, node: Any) -> Any:
+        return plain(node)
 
     def chain(self, transcript: Transcript) -> Chain:
         return build_chain(transcript.records)
@@ -384,7 +387,8 @@ def _envelope(chain: Chain) -> dict:
     order = list(reversed(chain.visible))
     if chain.leaf is not None and chain.leaf not in order:
         order.insert(0, chain.leaf)
-    order += [p for p in reversed(chain.logical()) if p not in chain.visible]
+    visible = set(chain.visible)
+    order += [p for p in reversed(chain.logical()) if p not in visible]
     for pos in order:
         obj = chain.obj(pos)
         if type_of(obj) not in CONVERSATION_TYPES:

@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from lookout_cli.formats import as_str, type_of
-from lookout_cli.formats.claude_chain import Chain, message_id
+from lookout_cli.formats.claude_chain import Chain, is_list, is_map, message_id
 from lookout_cli.line_memo import has_prompt, unpack
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
@@ -445,7 +445,7 @@ def chain_model(chain: Chain) -> str | None:
     for pos in reversed(chain.visible):
         obj = chain.node(pos)
         message = obj.get("message")
-        if obj.get("type") == "assistant" and isinstance(message, dict):
+        if obj.get("type") == "assistant" and is_map(message):
             model = message.get("model")
             if isinstance(model, str) and model and model != "<synthetic>":
                 return model
@@ -459,13 +459,14 @@ def chain_model(chain: Chain) -> str | None:
 
 def _tool_names(obj: dict):
     message = obj.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if obj.get("type") != "assistant" or not isinstance(content, list):
+    content = message.get("content") if is_map(message) else None
+    if obj.get("type") != "assistant" or not is_list(content):
         return
     for block in content:
-        if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
-            if isinstance(block.get("id"), str) and isinstance(block.get("name"), str):
-                yield block["id"], block["name"]
+        if is_map(block) and block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            tid, name = block.get("id"), block.get("name")
+            if isinstance(tid, str) and isinstance(name, str):
+                yield tid, name
 
 
 def _tool_use_result_image(obj: dict) -> tuple | None:
@@ -484,12 +485,12 @@ def _usage(record, obj: dict) -> Usage | None:
     if obj.get("type") != "assistant" or obj.get("isApiErrorMessage") is True:
         return None
     message = obj.get("message")
-    if not isinstance(message, dict) or message.get("model") == "<synthetic>":
+    if not is_map(message) or message.get("model") == "<synthetic>":
         return None
     usage = message.get("usage")
-    if not isinstance(usage, dict):
+    if not is_map(usage):
         return None
-    creation = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    creation = usage.get("cache_creation") if is_map(usage.get("cache_creation")) else {}
     result = Usage(
         record=record,
         input=_int(usage.get("input_tokens")),
