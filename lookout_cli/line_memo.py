@@ -36,7 +36,7 @@ from lookout_cli.fsutil import read_sealed, write_sealed
 from lookout_cli.jsonl import LeanRecord, LineIndex
 from lookout_cli.view import ImageRef, Item
 
-VERSION = 1
+VERSION = 2  # what a kept node and a packed item look like
 DIGEST_BYTES = 16
 PROMPT = 10  # where ``prompt`` sits in a packed item
 
@@ -121,11 +121,15 @@ class LineMemo:
             return None
         index = LineIndex(handle.fileno(), starts=starts)
         records = []
-        self._plain = old["nodes"][:count]
-        for lineno, kept in enumerate(self._plain, 1):
-            record = LeanRecord(lineno, index, None)
-            record.node = None if kept is None else adapter.revive(kept)
-            records.append(record)
+        kept_nodes = old["nodes"][:count]
+        try:
+            for lineno, kept in enumerate(kept_nodes, 1):
+                record = LeanRecord(lineno, index, None)
+                record.node = None if kept is None else adapter.revive(kept)
+                records.append(record)
+        except (TypeError, IndexError, KeyError):
+            return None  # not what this lookout keeps
+        self._plain = kept_nodes
         digests = old["digests"]
         self.digests = [digests[n:n + DIGEST_BYTES] for n in range(0, count * DIGEST_BYTES, DIGEST_BYTES)]
         self.sniffed = old["sniffed"]
@@ -147,8 +151,12 @@ class LineMemo:
         kept = self._nodes.get(self.digests[-1])
         if kept is None:
             return None
+        try:
+            node = adapter.revive(kept)
+        except (TypeError, IndexError, KeyError):
+            return None
         self._plain[-1] = kept
-        return adapter.revive(kept)
+        return node
 
     # --- building the view ------------------------------------------------------------------
     def begin(self, model: str | None) -> None:

@@ -298,9 +298,9 @@ def locate(view: View, usage: Usage, positions: _Positions | None = None) -> Res
     return Response(usage, start, end)
 
 
-def responses(view: View) -> list[Response]:
+def responses(view: View, positions: _Positions | None = None) -> list[Response]:
     """Every recorded usage that belongs to the current context, in order."""
-    positions = _Positions(view)
+    positions = positions or _Positions(view)
     found = []
     for usage in view.usages:
         response = locate(view, usage, positions)
@@ -328,11 +328,12 @@ class LastResponse:
     basis: str = EXACT
 
 
-def last_response(view: View, tokens: list[int], setup_tokens: int) -> LastResponse | None:
+def last_response(view: View, tokens: list[int], setup_tokens: int,
+                  positions: _Positions | None = None) -> LastResponse | None:
     usage = last_usage(view)
     if usage is None:
         return None
-    response = locate(view, usage)
+    response = locate(view, usage, positions)
     estimate = None
     if response is not None:
         estimate = setup_tokens + conversation_sum(view, tokens, 0, response.start)
@@ -384,11 +385,11 @@ def stale_reason(view: View, response: Response | None) -> str | None:
 
 
 def context_used(view: View, tokens: list[int], setup_tokens: int, setup_inferred: int,
-                 ratio: float | None) -> Used:
+                 ratio: float | None, positions: _Positions | None = None) -> Used:
     """Tokens in the context now: the last response's prompt and output as the provider counted
     them, plus what came after (estimated, scaled by the calibration); else the estimate."""
     usage = last_usage(view)
-    response = locate(view, usage) if usage is not None else None
+    response = locate(view, usage, positions) if usage is not None else None
     reason = stale_reason(view, response)
     scale = ratio if ratio and 0.25 <= ratio <= 4 else 1.0
     if usage is not None and reason is None:
@@ -995,7 +996,8 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
         counter = toks.TokenCounter.for_model(model_name, exact=not settings.estimate)
     provider = image_provider(model_name, view.format)
     tokens = item_tokens(view, counter, provider)
-    found = responses(view)
+    positions = _Positions(view)  # for every usage located below
+    found = responses(view, positions)
     first = found[0] if found else None
     sources = read_setup_files(settings.setup_files)
     recorded_rules = any(setup_key(i) == "rules" for i in view.items)
@@ -1004,7 +1006,7 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     parts, inferred, largest_results = build_parts(view, tokens, sources, counter, first)
     total = sum(p.tokens for p in parts)
     setup_tokens = sum(p.tokens for p in parts if p.group == "setup")
-    last = last_response(view, tokens, setup_tokens)
+    last = last_response(view, tokens, setup_tokens, positions)
     ratio, why_not = None, None
     if last is None:
         why_not = "the transcript records no provider usage"
@@ -1014,7 +1016,7 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
         why_not = "the setup was inferred from this same response, so the two agree by construction"
     else:
         ratio = calibration_ratio(last.prompt, last.estimate)
-    used = context_used(view, tokens, setup_tokens, inferred, ratio)
+    used = context_used(view, tokens, setup_tokens, inferred, ratio, positions)
     recorded_window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)
     figures = budget_figures(model_info, recorded_window, settings, used.tokens, budget_info)
     pct = 100 * used.tokens / figures.budget if figures.budget else 0.0

@@ -72,9 +72,14 @@ class Fields(tuple):
         super().__init_subclass__(**kwargs)
         cls._AT = {key: n for n, key in enumerate(cls.KEYS)}
 
+        def get(self, key: str, default: Any = None, _at=cls._AT.get) -> Any:  # bound once: hot
+            at = _at(key)
+            return default if at is None else self[at]
+
+        cls.get = get
+
     def get(self, key: str, default: Any = None) -> Any:
-        at = self._AT.get(key)
-        return default if at is None else self[at]
+        return default  # no fields (each subclass gets its own)
 
 
 class Node(Fields):
@@ -291,14 +296,11 @@ def build_chain(records: list[Record]) -> Chain:
         return found[-1] if isinstance(found, list) else found
 
     overrides, pruned = _preserved_relinks(objs, lines, members, resolve, latest)
+    # each line's parent, resolved once; the live conversation's with the relinks applied
+    parents = {i: resolve(objs[i].get("parentUuid"), i) for i in lines}
+    live_parents = {**parents, **overrides} if overrides else parents
 
-    def parent_of(pos: int, live: bool) -> int | None:
-        if live and pos in overrides:
-            return overrides[pos]
-        return resolve(objs[pos].get("parentUuid"), pos)
-
-    leaf = _find_leaf(objs, lines, [i for i in members if i not in pruned],
-                      lambda pos: parent_of(pos, True))
+    leaf = _find_leaf(objs, lines, [i for i in members if i not in pruned], live_parents.get)
     if leaf is None:
         return chain
     chain.leaf = leaf
@@ -308,12 +310,13 @@ def build_chain(records: list[Record]) -> Chain:
         path: list[int] = []
         seen: set[int] = set()
         pos: int | None = start
+        parent_of = (live_parents if live else parents).get
         while pos is not None and pos not in seen:
             seen.add(pos)
             if is_boundary(objs[pos]):
                 return path[::-1], pos
             path.append(pos)
-            pos = parent_of(pos, live)
+            pos = parent_of(pos)
         return path[::-1], None
 
     segments: list[list[int]] = []
@@ -336,8 +339,7 @@ def build_chain(records: list[Record]) -> Chain:
     chain.segments = segments
     chain.boundaries = boundaries
     chain.boundary = boundaries[-1] if boundaries else None
-    chain.visible = _recover_siblings(objs, members, segments[-1], chain.boundary,
-                                      lambda pos: parent_of(pos, True))
+    chain.visible = _recover_siblings(objs, members, segments[-1], chain.boundary, live_parents.get)
     return chain
 
 
