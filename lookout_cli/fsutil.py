@@ -17,9 +17,9 @@ import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 _pending: dict[Path, None] = {}  # files written but not yet fsynced, in order
 _appends: dict[Path, list[bytes]] = {}  # lines to append to logs such as the store's manifest
@@ -82,14 +82,53 @@ def write_sealed(path: str | os.PathLike, payload: bytes) -> None:
     atomic_write(path, hashlib.sha256(payload).digest() + payload, cache=True)
 
 
-def read_sealed(path: str | os.PathLike) -> bytes | None:
+@contextlib.contextmanager
+def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
+    """``write_sealed`` a value at a time: yields ``put``, which appends a value as ``marshal``
+    data after its length; the hash is written at the head when the block ends. Read back with
+    ``sealed_values``."""
+    import marshal
+
+    digest = hashlib.sha256()
+    with atomic_writer(path, cache=True) as handle:
+        handle.write(bytes(32))
+
+        def put(value: Any) -> None:
+            data = marshal.dumps(value)
+            frame = len(data).to_bytes(8, "little") + data
+            digest.update(frame)
+            handle.write(frame)
+
+        yield put
+        handle.seek(0)
+        handle.write(digest.digest())
+
+
+def sealed_values(path: str | os.PathLike) -> Iterator[Any] | None:
+    """The values ``sealed_writer`` wrote, one at a time as they are asked for (the file is read
+    and checked first); None when it is missing, torn or damaged."""
+    payload = read_sealed(path)
+    return None if payload is None else _values(payload)
+
+
+def _values(payload: memoryview) -> Iterator[Any]:
+    import marshal
+
+    at = 0
+    while at + 8 <= len(payload):
+        size = int.from_bytes(payload[at:at + 8], "little")
+        yield marshal.loads(payload[at + 8:at + 8 + size])
+        at += 8 + size
+
+
+def read_sealed(path: str | os.PathLike) -> memoryview | None:
     """The payload of a file ``write_sealed`` wrote, or None when it is missing, torn or
     damaged (its hash does not match): data that ``marshal`` may then read safely."""
     try:
         blob = Path(path).read_bytes()
     except OSError:
         return None
-    payload = blob[32:]
+    payload = memoryview(blob)[32:]  # not a copy
     return payload if len(blob) >= 32 and hashlib.sha256(payload).digest() == blob[:32] else None
 
 

@@ -17,7 +17,7 @@ item takes from the lines around it is worked out anew by the adapter (its messa
 numbers, a result's tool name). A line whose items depend on the next line is not kept.
 
 One file per path in the state folder: ``marshal`` data headed by its sha256
-(``fsutil.write_sealed``), replaced atomically, so concurrent runs leave one of their memos
+(``fsutil.sealed_writer``), replaced atomically, so concurrent runs leave one of their memos
 and a torn or damaged one is ignored. Only adapters that read lean (``Adapter.lean``) use it.
 """
 
@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import array
 import hashlib
-import marshal
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from lookout_cli import __version__, measure_state
-from lookout_cli.fsutil import read_sealed, write_sealed
+from lookout_cli.fsutil import sealed_values, sealed_writer
 from lookout_cli.jsonl import LeanRecord, LineIndex
 from lookout_cli.view import ImageRef, Item
 
-VERSION = 2  # what a kept node and a packed item look like
+VERSION = 3  # the file's layout, what a kept node and a packed item look like
 DIGEST_BYTES = 16
+CHUNK = 4096  # nodes or lines of items per marshal value
 PROMPT = 10  # where ``prompt`` sits in a packed item
 
 
@@ -72,30 +72,39 @@ def has_prompt(packed: list[tuple]) -> bool:
 
 class LineMemo:
     """The memo of one file path. ``count_key(model)`` says how this run counts a model's
-    texts (items counted otherwise before are built again)."""
+    texts (items counted otherwise before are built again).
+
+    The file is a header (``marshal``), the nodes in chunks, the items in chunks, each list of
+    chunks ended by None, all headed by the sha256 of the rest: written and read a chunk at a
+    time, so a memo never needs a second copy of every node in memory."""
 
     def __init__(self, path: str, format_name: str | None, count_key: Callable[[str | None], tuple]) -> None:
         self.path = path
         self.key = f"lines-{VERSION}-{__version__}-{format_name or ''}"
         self.count_key = count_key
-        self.digests: list[bytes] = []  # this run's lines, in order
+        self.digests = bytearray()  # this run's lines' digests, one after the other
         self.sniffed: int | None = None  # the line by which the format was known (0: given)
         self._kept: dict[int, list[tuple] | tuple[int, int]] = {}  # visible line -> items to keep
-        self._plain: list = []  # this run's lines' nodes as the memo keeps them (None: not known)
         self._count: tuple | None = None
         self._items: dict[bytes, list[tuple]] = {}
-        self._nodes: dict[bytes, Any] | None = None
-        self._old = self._read()
+        self._nodes: dict[bytes, Any] | None = None  # digest -> kept node, for a rewritten file
+        self._stream: Iterator[Any] | None = sealed_values(memo_path(self.path, self.key))  # its next values
+        self._past_nodes = False  # the nodes of the memo read were read
+        old = self._next()
+        self._old = old if type(old) is dict and old.get("key") == self.key else None
 
-    def _read(self) -> dict | None:
-        payload = read_sealed(memo_path(self.path, self.key))
-        if payload is None:
-            return None
+    def _next(self) -> Any:
+        """The next value of the memo read (None at the end of a list of chunks or on damage)."""
         try:
-            old = marshal.loads(payload)
+            return next(self._stream, None) if self._stream is not None else None
         except (ValueError, EOFError, TypeError):
+            self._stream = None
             return None
-        return old if type(old) is dict and old.get("key") == self.key else None
+
+    def _chunks(self):
+        """The chunks of the next list in the memo read."""
+        while (chunk := self._next()) is not None:
+            yield chunk
 
     @property
     def format(self) -> str | None:
@@ -120,54 +129,76 @@ class LineMemo:
                 or starts[-1] != state.offset:
             return None
         index = LineIndex(handle.fileno(), starts=starts)
-        records = []
-        kept_nodes = old["nodes"][:count]
+        records: list[LeanRecord] = []
+        self._past_nodes = True
         try:
-            for lineno, kept in enumerate(kept_nodes, 1):
-                record = LeanRecord(lineno, index, None)
-                record.node = None if kept is None else adapter.revive(kept)
-                records.append(record)
-        except (TypeError, IndexError, KeyError):
-            return None  # not what this lookout keeps
-        self._plain = kept_nodes
-        digests = old["digests"]
-        self.digests = [digests[n:n + DIGEST_BYTES] for n in range(0, count * DIGEST_BYTES, DIGEST_BYTES)]
+            for chunk in self._chunks():
+                for kept in chunk:
+                    if len(records) < count:
+                        record = LeanRecord(len(records) + 1, index, None)
+                        record.node = None if kept is None else adapter.revive(kept)
+                        records.append(record)
+        except (TypeError, IndexError, KeyError):  # not what this lookout keeps
+            self._old, self._stream = None, None
+            return None
+        self._read_items()
+        if len(records) != count:
+            return None
+        self.digests = bytearray(old.pop("digests")[:count * DIGEST_BYTES])
         self.sniffed = old["sniffed"]
+        self._nodes = {}  # the lines after them are new: not looked up
         handle.seek(state.offset)
         return records, index
 
     def note(self, record: LeanRecord) -> None:
         """Take the digest of a line as it is read (before its bytes are let go)."""
-        self.digests.append(digest(record.raw))
-        self._plain.append(None)
+        self.digests += digest(record.raw)
 
     def node(self, adapter) -> Any:
         """The node of the line noted last, when a line with its bytes was measured before."""
         if self._nodes is None:
-            old = self._old or {"digests": b"", "nodes": []}
-            data = old["digests"]
-            keys = [data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES)]
-            self._nodes = dict(zip(keys, old["nodes"]))
-        kept = self._nodes.get(self.digests[-1])
+            data = self._old.pop("digests") if self._old else b""
+            keys = (data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES))
+            self._past_nodes = True
+            nodes = [kept for chunk in self._chunks() for kept in chunk]  # to the end of the list
+            self._nodes = dict(zip(keys, nodes))
+            self._read_items()
+        kept = self._nodes.pop(bytes(self.digests[-DIGEST_BYTES:]), None)  # let go of it (a repeated line is parsed)
         if kept is None:
             return None
         try:
-            node = adapter.revive(kept)
+            return adapter.revive(kept)
         except (TypeError, IndexError, KeyError):
             return None
-        self._plain[-1] = kept
-        return node
+
+    def read(self) -> None:
+        """Every line is read: let go of the nodes kept for looking lines up."""
+        self._nodes = {}
 
     # --- building the view ------------------------------------------------------------------
     def begin(self, model: str | None) -> None:
         """The view's model is known: items counted as this run counts them can be reused."""
         self._count = self.count_key(model)
-        old = self._old
-        self._items = old["items"] if old and tuple(old["count"]) == self._count else {}
+        if not self._past_nodes:
+            self._past_nodes = True
+            for _ in self._chunks():  # the nodes were not needed: past them to the items
+                pass
+        self._read_items()
+        if not (self._old and tuple(self._old["count"]) == self._count):
+            self._items = {}
+
+    def _read_items(self) -> None:
+        """Read the items of the memo (after its nodes) and let go of what was read."""
+        if self._stream is not None:
+            self._items = {key: packed for chunk in self._chunks() for key, packed in chunk}
+            self._stream = None
 
     def items(self, pos: int) -> list[tuple] | None:
         """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""
-        return self._items.get(self.digests[pos]) if pos < len(self.digests) else None
+        return self._items.get(self._digest(pos))
+
+    def _digest(self, pos: int) -> bytes:
+        return bytes(self.digests[pos * DIGEST_BYTES:(pos + 1) * DIGEST_BYTES])
 
     def keep(self, pos: int, items: list[tuple] | tuple[int, int]) -> None:
         """Line ``pos`` is model-visible and its items depend on no other line: they are
@@ -179,26 +210,32 @@ class LineMemo:
         """Remember the transcript's lines, once its view is built and counted. Best effort:
         a memo that cannot be written costs only time."""
         records = transcript.records
-        if not records or len(self.digests) != len(records) or self._count is None:
+        if not records or len(self.digests) != len(records) * DIGEST_BYTES or self._count is None:
             return
-        items = transcript.view().items
-        packed = {self.digests[pos]: [pack(i) for i in items[line[0]:line[1]]] if type(line) is tuple else line
-                  for pos, line in self._kept.items()}
-        plain = transcript.adapter.plain
-        nodes = [p if p is not None else plain(r.node) for p, r in zip(self._plain, records)]
         index = records[0]._index
         offset, size = records[-1].span()
         complete = len(records)
         if os.pread(index.fd, 1, offset + size - 1) != b"\n":
             complete -= 1  # the last line may still be being written: read it again next time
+        items = transcript.view().items
+        plain = transcript.adapter.plain
+        kept = list(self._kept.items())
+
+        def packed(pos: int, line) -> tuple:
+            return self._digest(pos), [pack(i) for i in items[line[0]:line[1]]] if type(line) is tuple else line
+
         try:
             state = measure_state.state_of(transcript.spool, self.path, self.key, index.starts[complete])
-            payload = marshal.dumps({
-                "key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
-                "state": state.__dict__, "starts": index.starts[:complete + 1].tobytes(),
-                "digests": b"".join(self.digests), "count": self._count,
-                "nodes": nodes, "items": packed,
-            })
-            write_sealed(memo_path(self.path, self.key), payload)
+            header = {"key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
+                      "state": state.__dict__, "starts": index.starts[:complete + 1].tobytes(),
+                      "digests": bytes(self.digests), "count": self._count}
+            with sealed_writer(memo_path(self.path, self.key)) as put:
+                put(header)
+                for at in range(0, len(records), CHUNK):
+                    put([plain(r.node) for r in records[at:at + CHUNK]])
+                put(None)
+                for at in range(0, len(kept), CHUNK):
+                    put([packed(pos, line) for pos, line in kept[at:at + CHUNK]])
+                put(None)
         except (OSError, ValueError):
             pass

@@ -334,6 +334,8 @@ class Run:
                         _keep_lean(adapter, held)
                     sample = []
             self._warn_total()
+            if memo is not None:
+                memo.read()
         except OSError as exc:
             where = "the temporary copy of standard input" if spool is not None else self.file or "standard input"
             raise LookoutError(f"{where}: {exc.strerror or exc}") from None
