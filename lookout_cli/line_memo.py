@@ -35,7 +35,7 @@ from lookout_cli.fsutil import sealed_values, sealed_writer
 from lookout_cli.jsonl import LeanRecord, LineIndex
 from lookout_cli.view import ImageRef, Item
 
-VERSION = 3  # the file's layout, what a kept node and a packed item look like
+VERSION = 4  # the file's layout, what a kept node and a packed item look like
 DIGEST_BYTES = 16
 CHUNK = 4096  # nodes or lines of items per marshal value
 PROMPT = 10  # where ``prompt`` sits in a packed item

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,19 +63,26 @@ NODE_FIELDS = ("type", "subtype", "uuid", "parentUuid", "logicalParentUuid", "is
 class Fields(tuple):
     """A value cut down to a few fields (``KEYS``; None when absent) and read like the parsed
     dict with ``get``, so the functions below take either. A tuple, not a dict: a dict of a
-    few keys takes 232 bytes, and there are nodes for every line of the file."""
+    few keys takes 232 bytes, and there are nodes for every line of the file. A field that
+    holds a smaller value of the kind (``NESTED``) keeps it as a plain tuple and wraps it when
+    read: a node is one object, kept and read back by ``marshal`` as a plain tuple."""
 
     __slots__ = ()
     KEYS: tuple[str, ...] = ()
+    NESTED: dict[str, Callable[[tuple], Any]] = {}
     _AT: dict[str, int] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._AT = {key: n for n, key in enumerate(cls.KEYS)}
+        wrap = {cls._AT[key]: kind for key, kind in cls.NESTED.items()}
 
-        def get(self, key: str, default: Any = None, _at=cls._AT.get) -> Any:  # bound once: hot
+        def get(self, key: str, default: Any = None, _at=cls._AT.get, _wrap=wrap.get) -> Any:  # bound once: hot
             at = _at(key)
-            return default if at is None else self[at]
+            if at is None:
+                return default
+            value, kind = self[at], _wrap(at)
+            return value if kind is None or value is None else kind(value)
 
         cls.get = get
 
@@ -82,32 +90,35 @@ class Fields(tuple):
         return default  # no fields (each subclass gets its own)
 
 
-class Node(Fields):
-    """What ``node_of`` keeps of a line."""
-
+class NodeCreation(Fields):
     __slots__ = ()
-    KEYS = NODE_FIELDS
-
-
-class NodeMessage(Fields):
-    __slots__ = ()
-    KEYS = ("id", "model", "usage", "content")  # content: the blocks that carry ids
+    KEYS = ("ephemeral_1h_input_tokens",)
 
 
 class NodeUsage(Fields):
     __slots__ = ()
     KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens",
             "cache_creation")
-
-
-class NodeCreation(Fields):
-    __slots__ = ()
-    KEYS = ("ephemeral_1h_input_tokens",)
+    NESTED = {"cache_creation": NodeCreation}
 
 
 class NodeBlock(Fields):
     __slots__ = ()
     KEYS = ("type", "id", "name", "tool_use_id")
+
+
+class NodeMessage(Fields):
+    __slots__ = ()
+    KEYS = ("id", "model", "usage", "content")  # content: the blocks that carry ids
+    NESTED = {"usage": NodeUsage, "content": lambda blocks: tuple(map(NodeBlock, blocks))}
+
+
+class Node(Fields):
+    """What ``node_of`` keeps of a line."""
+
+    __slots__ = ()
+    KEYS = NODE_FIELDS
+    NESTED = {"message": NodeMessage}
 
 
 def is_map(value: Any) -> bool:
@@ -121,6 +132,7 @@ def is_list(value: Any) -> bool:
 
 _INTERNED = [Node._AT[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
 _MESSAGE, _TIMESTAMP = Node._AT["message"], Node._AT["timestamp"]
+_BLOCK_KEYS = NodeBlock.KEYS
 
 
 def node_of(obj: dict) -> Node:
@@ -141,53 +153,29 @@ def node_of(obj: dict) -> Node:
         usage = message.get("usage")
         if isinstance(usage, dict):
             creation = usage.get("cache_creation")
-            usage = NodeUsage((*map(usage.get, NodeUsage.KEYS[:-1]), NodeCreation(
-                (creation.get("ephemeral_1h_input_tokens"),)) if isinstance(creation, dict) else None))
+            usage = (*map(usage.get, NodeUsage.KEYS[:-1]),
+                     (creation.get("ephemeral_1h_input_tokens"),) if isinstance(creation, dict) else None)
         else:
             usage = None
         content = message.get("content")
         if isinstance(content, list):
-            content = tuple(NodeBlock(map(_intern_get(b), NodeBlock.KEYS)) for b in content
+            content = tuple(tuple(_intern(b.get(k)) for k in _BLOCK_KEYS) for b in content
                             if isinstance(b, dict) and ("id" in b or "tool_use_id" in b))
         else:
             content = None
-        values[_MESSAGE] = NodeMessage((mid, _intern(message.get("model")), usage, content))
+        values[_MESSAGE] = (mid, _intern(message.get("model")), usage, content)
     else:
         values[_MESSAGE] = None
     return Node(values)
 
 
 def plain(node: Any) -> Any:
-    """A node as plain tuples (what ``marshal`` can keep); ``revive`` makes it a node again."""
-    if not isinstance(node, Node):
-        return node
-    message = node[_MESSAGE]
-    if message is not None:
-        usage, content = message[2], message[3]
-        if usage is not None:
-            usage = (*usage[:-1], None if usage[-1] is None else tuple(usage[-1]))
-        if content is not None:
-            content = tuple(map(tuple, content))
-        message = (message[0], message[1], usage, content)
-    return (*node[:_MESSAGE], message)
+    """A node as a plain tuple (what ``marshal`` keeps); ``revive`` makes it a node again."""
+    return tuple(node) if isinstance(node, Node) else node
 
 
 def revive(kept: Any) -> Any:
-    if type(kept) is not tuple:
-        return kept  # JSON gives lists, never tuples: any other value is kept as it was
-    message = kept[_MESSAGE]
-    if message is not None:
-        usage, content = message[2], message[3]
-        if usage is not None:
-            usage = NodeUsage((*usage[:-1], None if usage[-1] is None else NodeCreation(usage[-1])))
-        if content is not None:
-            content = tuple(map(NodeBlock, content))
-        message = NodeMessage((message[0], message[1], usage, content))
-    return Node((*kept[:_MESSAGE], message))
-
-
-def _intern_get(block: dict):
-    return lambda key: _intern(block.get(key))
+    return Node(kept) if type(kept) is tuple else kept  # JSON gives lists, never tuples
 
 
 def _intern(value: Any) -> Any:
@@ -203,32 +191,34 @@ def is_boundary(obj: dict) -> bool:
 
 
 def message_id(obj: dict) -> str | None:
-    message = obj.get("message")
-    if is_map(message):
-        mid = message.get("id")
-        if isinstance(mid, str) and mid:
-            return mid
-    return None
+    if type(obj) is Node:  # read by position: these run for every line of the chain
+        message = obj[_MESSAGE]
+        mid = message[0] if message is not None else None
+    else:
+        message = obj.get("message")
+        mid = message.get("id") if is_map(message) else None
+    return mid if isinstance(mid, str) and mid else None
 
 
 def tool_result_ids(obj: dict) -> list[str]:
-    content = _content(obj)
-    return [b.get("tool_use_id") for b in content
-            if is_map(b) and b.get("type") == "tool_result"
-            and isinstance(b.get("tool_use_id"), str)]
+    return [b.get("tool_use_id") for b in _blocks(obj)
+            if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)]
 
 
 def tool_use_ids(obj: dict) -> list[str]:
-    content = _content(obj)
-    return [b.get("id") for b in content
-            if is_map(b) and b.get("type") in ("tool_use", "server_tool_use")
-            and isinstance(b.get("id"), str)]
+    return [b.get("id") for b in _blocks(obj)
+            if b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str)]
 
 
-def _content(obj: dict) -> list | tuple:
+def _blocks(obj: dict) -> list | tuple:
+    """The content blocks of a line's message that are objects (a node's are those with ids)."""
+    if type(obj) is Node:
+        message = obj[_MESSAGE]
+        content = message[3] if message is not None else None
+        return tuple(map(NodeBlock, content)) if content else ()
     message = obj.get("message")
     content = message.get("content") if is_map(message) else None
-    return content if is_list(content) else ()
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else ()
 
 
 @dataclass
