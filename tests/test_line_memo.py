@@ -243,3 +243,20 @@ def test_the_command_uses_the_memo_and_passes_the_file_through(grown):
     assert orjson.loads(result.stdout) == orjson.loads(scratch.stdout)
     out = run_lookout("measure", "-q", str(path))
     assert out.stdout == path.read_bytes()
+
+
+def test_a_last_line_without_its_newline_is_read_again(grown, monkeypatch):
+    """A line still being written (no newline yet) is not taken from the memo: the bytes after
+    it may complete it."""
+    path, rest = grown
+    lines = rest.splitlines(keepends=True)
+    with open(path, "ab") as fh:
+        fh.write(lines[0].rstrip(b"\n"))  # a whole JSON value, its newline not written yet
+    report(path)
+    with open(path, "ab") as fh:
+        fh.write(b"\n" + b"".join(lines[1:5]))
+    parses = Parses(monkeypatch)
+    again = report(path)
+    assert parses.count <= 2 * 5 + 2  # the completed line and the new ones
+    monkeypatch.undo()
+    assert again == fresh(path)
