@@ -62,8 +62,7 @@ def unpack(packed: tuple, record: Any, message: int, turn: int) -> Item:
     return Item(role=role, kind=kind, text=text, record=record, message=message, turn=turn, tool=tool,
                 call_id=call_id, timestamp=timestamp, setup=setup,
                 image=None if image is None else ImageRef(image[0], url=image[1], nbytes=image[2], dims=image[3]),
-                is_error=is_error, opaque=opaque,
-                prompt=prompt, extra=extra or {}, tokens=tokens)
+                is_error=is_error, opaque=opaque, prompt=prompt, extra=extra or {}, tokens=tokens)
 
 
 def has_prompt(packed: list[tuple]) -> bool:
