@@ -199,7 +199,6 @@ class Suite:
         env["LOOKOUT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold-", dir=self.tmp)
         return env
 
-
     def file(self, fmt: str, size: float) -> Path:
         p = self.out / f"{fmt}_{size:g}mb.jsonl"
         manifest = self.out / "MANIFEST.json"

@@ -77,16 +77,11 @@ def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cac
         handle.write(data)
 
 
-def write_sealed(path: str | os.PathLike, payload: bytes) -> None:
-    """Write a cache file headed by the sha256 of its ``payload`` (see ``read_sealed``)."""
-    atomic_write(path, hashlib.sha256(payload).digest() + payload, cache=True)
-
-
 @contextlib.contextmanager
 def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
-    """``write_sealed`` a value at a time: yields ``put``, which appends a value as ``marshal``
-    data after its length; the hash is written at the head when the block ends. Read back with
-    ``sealed_values``."""
+    """Write a cache file of ``marshal`` values headed by the sha256 of the rest (replaced
+    atomically, never synced): yields ``put``, which appends a value after its length; the hash
+    is written when the block ends. Read back with ``sealed_values``."""
     import marshal
 
     digest = hashlib.sha256()
@@ -107,7 +102,7 @@ def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
 def sealed_values(path: str | os.PathLike) -> Iterator[Any] | None:
     """The values ``sealed_writer`` wrote, one at a time as they are asked for (the file is read
     and checked first); None when it is missing, torn or damaged."""
-    payload = read_sealed(path)
+    payload = _read_sealed(path)
     return None if payload is None else _values(payload)
 
 
@@ -121,9 +116,9 @@ def _values(payload: memoryview) -> Iterator[Any]:
         at += 8 + size
 
 
-def read_sealed(path: str | os.PathLike) -> memoryview | None:
-    """The payload of a file ``write_sealed`` wrote, or None when it is missing, torn or
-    damaged (its hash does not match): data that ``marshal`` may then read safely."""
+def _read_sealed(path: str | os.PathLike) -> memoryview | None:
+    """What follows the hash of a file ``sealed_writer`` wrote, or None when it is missing,
+    torn or damaged (its hash does not match): data that ``marshal`` may then read safely."""
     try:
         blob = Path(path).read_bytes()
     except OSError:

@@ -184,9 +184,9 @@ class LeanRecord(Record):
 
     __slots__ = ("_index", "_held")
 
-    def __init__(self, lineno: int, index: LineIndex, raw: bytes) -> None:
-        Record.__init__(self, lineno, b"")
-        self.edited = False
+    def __init__(self, lineno: int, index: LineIndex, raw: bytes | None) -> None:
+        # not Record.__init__: ``raw`` is read from the file here, never assigned
+        self.lineno, self._obj, self.edited, self.error, self.node = lineno, _UNPARSED, False, None, None
         self._index, self._held = index, raw
 
     @property
@@ -198,10 +198,6 @@ class LeanRecord(Record):
         if len(data) != size:
             raise LookoutError(f"line {self.lineno} changed while it was read (the input was rewritten)")
         return data
-
-    @raw.setter
-    def raw(self, value) -> None:  # Record.__init__ assigns it; the bytes stay in the file
-        pass
 
     @property
     def size(self) -> int:

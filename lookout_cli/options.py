@@ -293,12 +293,15 @@ class Run:
         (all of it when the adapter has none); the transcript is written back from the input.
         With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
         the file only grew, and not parsed again when it was rewritten."""
-        if not lean:
-            records = list(self.records())
-            return Transcript(records, self._adapter_for(records), self.source)
-        handle, spool = self._seekable_input()
-        if handle is None:
-            return self.load()  # no temporary file can be made: keep the lines in memory
+        if lean:
+            handle, spool = self._seekable_input()
+            if handle is not None:
+                return self._load_lean(handle, spool, memo)
+            # no temporary file can be made: keep the lines in memory
+        records = list(self.records())
+        return Transcript(records, self._adapter_for(records), self.source)
+
+    def _load_lean(self, handle: IO[bytes], spool: IO[bytes] | None, memo: LineMemo | None) -> Transcript:
         start = 0 if spool is not None else handle.tell()
         records: list[Record] = []
         sample: list[Record] = []  # records read before the format is known

@@ -245,9 +245,10 @@ def test_the_command_uses_the_memo_and_passes_the_file_through(grown):
     assert out.stdout == path.read_bytes()
 
 
-def test_a_last_line_without_its_newline_is_read_again(grown, monkeypatch):
-    """A line still being written (no newline yet) is not taken from the memo: the bytes after
-    it may complete it."""
+def test_a_last_line_measured_without_its_newline_still_lets_the_next_run_resume(grown, monkeypatch):
+    """The last line measured had no newline yet (the agent was writing it): the next run
+    resumes from the memo all the same, reads that line again with the new ones, and its
+    figures are those of a measure from scratch."""
     path, rest = grown
     lines = rest.splitlines(keepends=True)
     with open(path, "ab") as fh:

@@ -16,8 +16,7 @@ import pytest
 from conftest import REPO, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
-from lookout_cli.commands.measure import make_counter
-from lookout_cli.item_counts import CountingSink
+from lookout_cli.commands.measure import make_counter, measure_input
 from lookout_cli.jsonl import LeanRecord
 from lookout_cli.meter import Settings, measure
 from lookout_cli.meter_report import to_dict
@@ -32,19 +31,17 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def figures(path, lean: bool, jobs: int = 1, estimate: bool = False):
+    """The report's figures: as measure works them out (lean), or from the whole view."""
     settings = Settings(now=NOW, estimate=estimate, discover_rules=False)
     run = Run("measure", file=str(path), isolated=True)
     if lean:
-        transcript = run.load(lean=True)
-        sink = CountingSink(lambda model: make_counter(model, settings, jobs, cache=False), jobs)
-        transcript.sink = sink
+        meter, transcript = measure_input(run, settings, jobs, cache=False)
         view = transcript.view()
-        counter = sink.finish(view)
     else:
         transcript = run.load()
         view = transcript.view()
-        counter = make_counter(view.model, settings, cache=False)
-    return to_dict(measure(view, settings, counter=counter), str(path), None), transcript, view
+        meter = measure(view, settings, counter=make_counter(view.model, settings, cache=False))
+    return to_dict(meter, str(path), None), transcript, view
 
 
 @pytest.fixture(scope="module")

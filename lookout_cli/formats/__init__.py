@@ -25,6 +25,8 @@ ADAPTERS = {
 }
 
 SNIFF_RECORDS = 50  # detection looks at this many JSON records from the top
+# Anthropic Messages content blocks that call a tool (Claude Code and the anthropic list)
+CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 
 
 def as_str(value: Any) -> str | None:

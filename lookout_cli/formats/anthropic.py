@@ -52,9 +52,6 @@ from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item, Usage,
 )
 
-CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
-
-
 def _message_score(m: Any) -> int:
     if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
         return 0
@@ -171,7 +168,7 @@ class Adapter(MessageListAdapter):
             elif btype == "redacted_thinking":
                 data = block.get("data") if isinstance(block.get("data"), str) else ""
                 items.append(self.item(msg, role, THINKING, opaque_text(data), local, opaque=True))
-            elif btype in CALL_BLOCKS:
+            elif btype in formats.CALL_BLOCKS:
                 name = block.get("name") if isinstance(block.get("name"), str) else ""
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
                 items.append(self.item(msg, role, TOOL_CALL, name + dumps(block.get("input", {})), local,

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lookout_cli.formats import type_of
+from lookout_cli.formats import CALL_BLOCKS, type_of
 from lookout_cli.jsonl import Record
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
@@ -86,9 +86,6 @@ class Fields(tuple):
 
         cls.get = get
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return default  # no fields (each subclass gets its own)
-
 
 class NodeCreation(Fields):
     __slots__ = ()
@@ -124,10 +121,6 @@ class Node(Fields):
 def is_map(value: Any) -> bool:
     """A JSON object, parsed or cut down to a node's fields."""
     return isinstance(value, (dict, Fields))
-
-
-def is_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and not isinstance(value, Fields)
 
 
 _INTERNED = [Node._AT[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
@@ -201,16 +194,15 @@ def message_id(obj: dict) -> str | None:
 
 
 def tool_result_ids(obj: dict) -> list[str]:
-    return [b.get("tool_use_id") for b in _blocks(obj)
+    return [b.get("tool_use_id") for b in blocks(obj)
             if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)]
 
 
 def tool_use_ids(obj: dict) -> list[str]:
-    return [b.get("id") for b in _blocks(obj)
-            if b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str)]
+    return [b.get("id") for b in blocks(obj) if b.get("type") in CALL_BLOCKS and isinstance(b.get("id"), str)]
 
 
-def _blocks(obj: dict) -> list | tuple:
+def blocks(obj: dict) -> list | tuple:
     """The content blocks of a line's message that are objects (a node's are those with ids)."""
     if type(obj) is Node:
         message = obj[_MESSAGE]

@@ -27,8 +27,8 @@ import json
 import sys
 from typing import Any
 
-from lookout_cli.formats import as_str, type_of
-from lookout_cli.formats.claude_chain import Chain, is_list, is_map, message_id
+from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
+from lookout_cli.formats.claude_chain import Chain, blocks, is_map, message_id
 from lookout_cli.line_memo import has_prompt, unpack
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
@@ -330,7 +330,7 @@ class _Builder:
                 data = block.get("data") if isinstance(block.get("data"), str) else ""
                 self.add(record, "assistant", THINKING, data[: len(data) // 4], path, timestamp=ts,
                          opaque=True)
-            elif btype in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            elif btype in CALL_BLOCKS:
                 name = block.get("name") if isinstance(block.get("name"), str) else ""
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
                 self.add(record, "assistant", TOOL_CALL, name + dumps(block.get("input", {})), path,
@@ -458,15 +458,12 @@ def chain_model(chain: Chain) -> str | None:
 
 
 def _tool_names(obj: dict):
-    message = obj.get("message")
-    content = message.get("content") if is_map(message) else None
-    if obj.get("type") != "assistant" or not is_list(content):
+    if obj.get("type") != "assistant":
         return
-    for block in content:
-        if is_map(block) and block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
-            tid, name = block.get("id"), block.get("name")
-            if isinstance(tid, str) and isinstance(name, str):
-                yield tid, name
+    for block in blocks(obj):
+        tid, name = block.get("id"), block.get("name")
+        if block.get("type") in CALL_BLOCKS and isinstance(tid, str) and isinstance(name, str):
+            yield tid, name
 
 
 def _tool_use_result_image(obj: dict) -> tuple | None:
