@@ -18,7 +18,8 @@ numbers, a result's tool name). A line whose items depend on the next line is no
 
 One file per path in the state folder: ``marshal`` data headed by its sha256
 (``fsutil.sealed_writer``), replaced atomically, so concurrent runs leave one of their memos
-and a torn or damaged one is ignored. Only adapters that read lean (``Adapter.lean``) use it.
+and a torn or damaged one is ignored. Only adapters that keep their items in it
+(``Adapter.remembers_items``) use it.
 """
 
 from __future__ import annotations

@@ -308,8 +308,8 @@ class Run:
         parsed = 0  # JSON records among them
         adapter = load_adapter(self.format_name) if self.format_name else None
         index = None
-        if spool is not None or (adapter is not None and not adapter.lean):
-            memo = None  # a pipe is not the file the memo knows; only lean adapters use one
+        if spool is not None or (adapter is not None and not adapter.remembers_items):
+            memo = None  # a pipe is not the file the memo knows; not every adapter uses one
         if memo is not None:
             records, index, adapter = _resume(memo, handle, adapter)
         try:
@@ -332,7 +332,7 @@ class Run:
                     adapter = self._adapter_for(sample)
                     if memo is not None:
                         memo.sniffed = record.lineno
-                        memo = memo if adapter is not None and adapter.lean else None
+                        memo = memo if adapter is not None and adapter.remembers_items else None
                     for held in sample:
                         _keep_lean(adapter, held)
                     sample = []
@@ -347,7 +347,7 @@ class Run:
             for held in sample:
                 _keep_lean(adapter, held)
         transcript = Transcript(records, adapter, self.source)
-        transcript.memo = memo if adapter is not None and adapter.lean else None
+        transcript.memo = memo if adapter is not None and adapter.remembers_items else None
         # what was read, and only that, is written back (an agent may append meanwhile)
         offset, size = records[-1].span() if records else (start, 0)
         end = offset + size

@@ -51,6 +51,13 @@ def generated(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def generated_codex(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "codex.jsonl"
+    generate(path, "codex", 0.6)
+    return path
+
+
 @pytest.mark.parametrize("path", ALL_INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_lean_figures_are_those_of_the_whole_view(path):
     whole, _, _ = figures(path, lean=False)
@@ -58,16 +65,20 @@ def test_lean_figures_are_those_of_the_whole_view(path):
     assert lean == whole
 
 
-def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(generated):
-    whole, _, _ = figures(generated, lean=False)
-    assert figures(generated, lean=True)[0] == whole
-    assert figures(generated, lean=True, jobs=2)[0] == whole
-    assert figures(generated, lean=True, estimate=True)[0] == figures(generated, lean=False, estimate=True)[0]
+@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
+def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(fmt, generated, generated_codex):
+    path = generated if fmt == "claude-code" else generated_codex
+    whole, _, _ = figures(path, lean=False)
+    assert figures(path, lean=True)[0] == whole
+    assert figures(path, lean=True, jobs=2)[0] == whole
+    assert figures(path, lean=True, estimate=True)[0] == figures(path, lean=False, estimate=True)[0]
 
 
-def test_a_lean_claude_code_transcript_keeps_no_line_and_no_long_text(generated):
-    _, transcript, view = figures(generated, lean=True)
-    assert transcript.adapter.name == "claude-code"
+@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
+def test_a_lean_transcript_keeps_no_line_and_no_long_text(fmt, generated, generated_codex):
+    path = generated if fmt == "claude-code" else generated_codex
+    _, transcript, view = figures(path, lean=True)
+    assert transcript.adapter.name == fmt
     records = transcript.records
     assert records and all(isinstance(r, LeanRecord) for r in records)
     # nothing holds a line's bytes or its parsed value once the view is built

@@ -99,6 +99,9 @@ class Adapter:
     # model-visible lines, in order, and builds its items through ``View.add`` with
     # ``View.model`` set before the first
     lean = False
+    # True when a lean view also keeps its lines' items in a line memo and takes them back from
+    # it (``line_memo.LineMemo.begin``, ``items``, ``keep``)
+    remembers_items = False
 
     def node(self, obj: Any) -> Any:
         """What a lean transcript keeps of a line's parsed value (see ``lean``)."""

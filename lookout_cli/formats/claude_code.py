@@ -92,6 +92,7 @@ class Adapter(_Base):
         return 0
 
     lean = True
+    remembers_items = True
 
     def node(self, obj: Any) -> Any:
         return node_of(obj) if isinstance(obj, dict) else obj

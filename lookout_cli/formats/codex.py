@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from lookout_cli import formats
+from lookout_cli.formats import as_str
 from lookout_cli.errors import LookoutError
 from lookout_cli.jsonl import Record, loads_exact
 from lookout_cli.saved import restore_marker
@@ -69,6 +74,8 @@ TRUNCATION_NOTICE = (
     "window; no summary of it was kept.]"
 )
 CLEARED_NOTE = "lookout_cleared"  # in a user_message event whose images lookout blanked
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "total_tokens")
+_TOTAL = USAGE_KEYS.index("total_tokens")
 COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
 
 SETUP_OPEN = '<lookout-setup name="{key}">'
@@ -213,14 +220,25 @@ def _setup_part(key: str | None) -> str:
 
 @dataclass(slots=True, eq=False)
 class _Entry:
-    """One item of the model-visible history: where it lives and its (read-only) payload."""
+    """One item of the model-visible history: where it lives and what the scan needs of it (its
+    payload is read from the record when the item is built, unless made up here)."""
 
     record: Record
     path: tuple  # path of the payload inside the record's value
-    payload: dict
+    facts: tuple  # _facts(payload)
+    ts: str | None = None  # the record's timestamp
+    payload: dict | None = None  # made up: a summary message built from ``compacted.message``
     synthetic: bool = False  # a summary message built from ``compacted.message``
     rebuilt: bool = False  # an earlier item that a local compaction carries forward
     truncated: str | None = None  # the text Codex keeps of a rebuilt user message, when cut
+
+    def read(self) -> dict:
+        """The payload (a lean record reads its line again: ``release()`` it after)."""
+        return self.payload if self.payload is not None else _get(self.record.data, self.path)
+
+    def carried(self, truncated: str | None = None) -> _Entry:
+        """This entry as a local compaction carries it forward."""
+        return _Entry(self.record, self.path, self.facts, self.ts, self.payload, self.synthetic, True, truncated)
 
 
 @dataclass(slots=True)
@@ -250,69 +268,138 @@ def _message_texts(payload: dict) -> list[str]:
     return texts
 
 
-def _is_real_user_message(payload: dict) -> bool:
+def _is_real_user_message(payload: dict, texts: list[str]) -> bool:
     """Codex's collect_user_messages: user messages that are not injected context or summaries."""
-    if payload.get("type") != "message" or payload.get("role") != "user":
-        return False
-    texts = _message_texts(payload)
-    if not texts:
+    if payload.get("type") != "message" or payload.get("role") != "user" or not texts:
         return False
     return all(classify_user_text(t)[0] == TEXT for t in texts)
 
 
-def _is_setup_message(payload: dict) -> bool:
+def _is_setup_message(payload: dict, texts: list[str]) -> bool:
     if payload.get("type") != "message":
         return False
     role = payload.get("role")
-    texts = _message_texts(payload)
     if role in ("developer", "system"):
         return True
     return bool(texts) and role == "user" and all(classify_user_text(t)[0] == SETUP for t in texts)
+
+
+# What the scan, a rollback, a local compaction and ``compact`` read of a history item, so that
+# a lean transcript keeps this instead of the item: (type, call_id and tool name when it is a
+# call, a real user message, a setup message, a setup block lookout put there).
+TYPE, CALL_ID, CALL_NAME, REAL_USER, SETUP_MESSAGE, LOOKOUT_SETUP = range(6)
+
+
+def _facts(payload: dict) -> tuple:
+    kind = _interned(formats.type_of(payload))
+    call_id = payload.get("call_id")
+    call = isinstance(call_id, str) and kind is not None and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call"))
+    texts = _message_texts(payload) if kind == "message" else []
+    return (kind, call_id if call else None, sys.intern(_call_name(payload)) if call else None,
+            _is_real_user_message(payload, texts), _is_setup_message(payload, texts),
+            any(setup_key(t) for t in texts))
 
 
 def _roll_back(entries: list, turns: int) -> list:
     """The history without its newest ``turns`` user turns (a turn starts at a real user message)."""
     if turns <= 0:
         return entries
-    starts = [i for i, e in enumerate(entries) if _is_real_user_message(e.payload)]
+    starts = [i for i, e in enumerate(entries) if e.facts[REAL_USER]]
     if not starts:
         return entries
     cut = starts[-turns] if turns <= len(starts) else starts[0]
     return entries[:cut]
 
 
-def _rebuild_local(entries: list, record: Record, message: Any) -> list:
+def _rebuild_local(entries: list, record: Record, ts: str | None) -> list:
     """History after a compaction without ``replacement_history`` (codex compact.rs): the setup
     Codex injects again, the most recent real user messages (about 20k tokens, newest kept),
-    then the summary as a user message."""
-    setup = [
-        _Entry(e.record, e.path, e.payload, e.synthetic, True)
-        for e in entries
-        if _is_setup_message(e.payload) and not any(setup_key(t) for t in _message_texts(e.payload))
-    ]
+    then the summary (the record's ``message``) as a user message."""
+    setup = [e.carried() for e in entries if e.facts[SETUP_MESSAGE] and not e.facts[LOOKOUT_SETUP]]
     users = []
     budget = COMPACT_USER_MESSAGE_MAX_TOKENS
     for e in reversed(entries):
-        if not _is_real_user_message(e.payload):
+        if not e.facts[REAL_USER]:
             continue
-        text = "\n".join(_message_texts(e.payload))
-        cost = estimate(text)
         if budget <= 0:
             break
-        kept = _Entry(e.record, e.path, e.payload, e.synthetic, True)
-        if cost > budget:
-            kept.truncated = text[: budget * 3]
+        text = "\n".join(_message_texts(e.read()))
+        e.record.release()
+        cost = estimate(text)
+        users.append(e.carried(text[: budget * 3] if cost > budget else None))
         budget -= cost
-        users.append(kept)
     users.reverse()
-    text = message if isinstance(message, str) else ""
-    summary = _Entry(
-        record,
-        ("payload", "message"),
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-        synthetic=True,
-    )
+    message = record.data["payload"].get("message")
+    record.release()
+    payload = {"type": "message", "role": "user",
+               "content": [{"type": "input_text", "text": message if isinstance(message, str) else ""}]}
+    summary = _Entry(record, ("payload", "message"), _facts(payload), ts, payload, synthetic=True)
     return setup + users + [summary]
+
+
+def node_of(obj: dict) -> tuple:
+    """What a lean transcript keeps of a rollout line: (type, timestamp, what the scan reads of
+    the payload, None when the payload is not an object)."""
+    kind, payload = _interned(as_str(obj.get("type"))), obj.get("payload")
+    ts = _valid_ts(obj.get("timestamp"))
+    if not isinstance(payload, dict):
+        return kind, ts, None
+    if kind == "response_item":
+        return kind, ts, _facts(payload)
+    if kind == "compacted":
+        history = payload.get("replacement_history")
+        if not isinstance(history, list):
+            return kind, ts, (None,)
+        return kind, ts, ([(i, _facts(item)) for i, item in enumerate(history) if isinstance(item, dict)],)
+    if kind == "session_meta":
+        base = payload.get("base_instructions")
+        if isinstance(base, dict) and isinstance(base.get("text"), str) and base["text"]:
+            setup = ("payload", "base_instructions", "text")
+        elif isinstance(base, str) and base:
+            setup = ("payload", "base_instructions")
+        elif isinstance(payload.get("instructions"), str) and payload["instructions"]:
+            setup = ("payload", "instructions")
+        else:
+            setup = None
+        return kind, ts, (payload.get("id") or payload.get("session_id"), payload.get("cwd"), setup)
+    if kind == "turn_context":
+        return kind, ts, (payload.get("model"), payload.get("cwd"))
+    if kind == "event_msg":
+        etype = _interned(as_str(payload.get("type")))
+        if etype == "token_count":
+            info = payload.get("info")
+            return kind, ts, (etype, _token_count(info) if isinstance(info, dict) else None)
+        if etype == "thread_rolled_back":
+            return kind, ts, (etype, payload.get("num_turns"))
+        if etype == "user_message":
+            images = payload.get("images")
+            urls = [_image_key(u) for u in images if isinstance(u, str) and u] if isinstance(images, list) else []
+            return kind, ts, (etype, urls)
+        return kind, ts, (etype, None)
+    return kind, ts, ()
+
+
+def _interned(name: str | None) -> str | None:
+    """A type name, one copy for every line (a parsed line's strings are its own)."""
+    return name if name is None else sys.intern(name)
+
+
+def _token_count(info: dict) -> tuple[bytes, tuple | None]:
+    """A token_count event's totals as a digest (Codex writes the same event twice in a row:
+    the second is recognized by it) and the figures a usage is made of (None without a
+    ``last_token_usage``). Two small tuples instead of three dicts of figures per turn."""
+    total, last = info.get("total_token_usage"), info.get("last_token_usage")
+    try:
+        same = orjson.dumps([total, last], option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # a figure beyond 64 bits
+        same = repr([total, last]).encode()
+    figures = (*map(last.get, USAGE_KEYS), info.get("model_context_window")) if isinstance(last, dict) else None
+    return hashlib.sha256(same).digest()[:16], figures
+
+
+def _image_key(url: str) -> str:
+    """What an image's URL is known by in the scan: a data URL by its digest (it holds the image)."""
+    return url if len(url) <= 256 else hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # --- the adapter ----------------------------------------------------------------------------
@@ -320,6 +407,7 @@ def _rebuild_local(entries: list, record: Record, message: Any) -> list:
 
 class Adapter(formats.Adapter):
     name = "codex"
+    lean = True
 
     @classmethod
     def sniff(cls, obj: Any) -> int:
@@ -333,99 +421,86 @@ class Adapter(formats.Adapter):
         return 0
 
     # --- reading ------------------------------------------------------------------------------
+    def node(self, obj: Any) -> Any:
+        return node_of(obj)
+
     def _scan(self, transcript: formats.Transcript) -> _Scan:
         scan = _Scan(entries=[], usages=[], compactions=[], event_images={})
         last_key = None
         last_total: int | None = None
         pending_after: Compaction | None = None
         for record in transcript.records:
-            data = record.data
-            if data is None:
-                continue
-            ts = _valid_ts(data.get("timestamp"))
+            node = record.node
+            if node is None or record.edited:  # a line read whole, or changed since
+                data = record.data
+                if data is None:
+                    continue
+                node = node_of(data)
+                if not record.edited:  # compact scans again after each stage
+                    record.node = node
+            kind, ts, facts = node
             if ts:
                 scan.last_timestamp = ts
-            kind = data.get("type")
-            payload = data.get("payload")
-            if not isinstance(payload, dict):
+            if facts is None:  # the payload is not an object
                 continue
             if kind == "response_item":
-                scan.entries.append(_Entry(record, ("payload",), payload))
+                scan.entries.append(_Entry(record, ("payload",), facts, ts))
             elif kind == "compacted":
-                history = payload.get("replacement_history")
-                if isinstance(history, list):
-                    scan.entries = [
-                        _Entry(record, ("payload", "replacement_history", i), item)
-                        for i, item in enumerate(history)
-                        if isinstance(item, dict)
-                    ]
+                history = facts[0]
+                if history is not None:
+                    scan.entries = [_Entry(record, ("payload", "replacement_history", i), item, ts)
+                                    for i, item in history]
                     scan.base_has_history = True
                 else:
-                    scan.entries = _rebuild_local(scan.entries, record, payload.get("message"))
+                    scan.entries = _rebuild_local(scan.entries, record, ts)
                     scan.base_has_history = False
                 scan.base = record
                 pending_after = Compaction(record, before=last_total, timestamp=ts)
                 scan.compactions.append(pending_after)
             elif kind == "session_meta":
+                sid, cwd, setup = facts
                 if scan.session_id is None:
-                    sid = payload.get("id") or payload.get("session_id")
                     scan.session_id = sid if isinstance(sid, str) else None
-                    cwd = payload.get("cwd")
                     scan.cwd = cwd if isinstance(cwd, str) else None
-                if scan.meta_setup is None:
-                    base = payload.get("base_instructions")
-                    if isinstance(base, dict) and isinstance(base.get("text"), str) and base["text"]:
-                        scan.meta_setup = (record, ("payload", "base_instructions", "text"), base["text"])
-                    elif isinstance(base, str) and base:
-                        scan.meta_setup = (record, ("payload", "base_instructions"), base)
-                    elif isinstance(payload.get("instructions"), str) and payload["instructions"]:
-                        scan.meta_setup = (record, ("payload", "instructions"), payload["instructions"])
+                if scan.meta_setup is None and setup is not None:
+                    scan.meta_setup = (record, setup, ts)
             elif kind == "turn_context":
-                model = payload.get("model")
+                model, cwd = facts
                 if isinstance(model, str) and model:
                     scan.model = model
-                if scan.cwd is None and isinstance(payload.get("cwd"), str):
-                    scan.cwd = payload["cwd"]
+                if scan.cwd is None and isinstance(cwd, str):
+                    scan.cwd = cwd
             elif kind == "event_msg":
-                etype = payload.get("type")
+                etype, value = facts
                 if etype == "token_count":
-                    info = payload.get("info")
-                    if not isinstance(info, dict):
+                    if value is None:
                         continue
-                    total, last = info.get("total_token_usage"), info.get("last_token_usage")
-                    key = (total, last)
+                    key, figures = value
                     if key == last_key:  # Codex emits the same totals twice in a row
                         continue
                     last_key = key
-                    if not isinstance(last, dict):
+                    if figures is None:
                         continue
-                    usage = self._usage(record, last, info, scan.model, ts)
+                    usage = self._usage(record, figures, scan.model, ts)
                     if usage is None:
                         continue
                     scan.usages.append(usage)
                     if pending_after is not None:
                         pending_after.after = usage.prompt
                         pending_after = None
-                    last_total = _int(last.get("total_tokens")) or (usage.prompt + usage.output)
+                    last_total = _int(figures[_TOTAL]) or (usage.prompt + usage.output)
                 elif etype == "thread_rolled_back":  # /undo-style rollback: drop the newest user turns
-                    scan.entries = _roll_back(scan.entries, _int(payload.get("num_turns")))
+                    scan.entries = _roll_back(scan.entries, _int(value))
                 elif etype == "user_message":
-                    images = payload.get("images")
-                    if isinstance(images, list):
-                        for url in images:
-                            if isinstance(url, str) and url:
-                                scan.event_images.setdefault(url, []).append(record)
+                    for url in value:
+                        scan.event_images.setdefault(url, []).append(record)
         return scan
 
     @staticmethod
-    def _usage(record: Record, last: dict, info: dict, model: str | None, ts: str | None) -> Usage | None:
-        inp = _int(last.get("input_tokens"))
-        cached = _int(last.get("cached_input_tokens"))
-        written = _int(last.get("cache_write_input_tokens"))
-        out = _int(last.get("output_tokens"))
+    def _usage(record: Record, figures: tuple, model: str | None, ts: str | None) -> Usage | None:
+        inp, cached, written, out, _total, window = map(_int, figures)
         if not (inp or cached or written or out):
             return None
-        window = _int(info.get("model_context_window")) or None
         return Usage(
             record,
             input=max(inp - cached - written, 0),  # Codex's input_tokens include the cached part
@@ -434,7 +509,7 @@ class Adapter(formats.Adapter):
             output=out,  # reasoning_output_tokens are part of output_tokens
             model=model,
             timestamp=ts,
-            context_window=window,
+            context_window=window or None,
         )
 
     def view(self, transcript: formats.Transcript) -> View:
@@ -447,33 +522,18 @@ class Adapter(formats.Adapter):
             session_id=scan.session_id,
             cwd=scan.cwd,
             last_timestamp=scan.last_timestamp,
+            sink=transcript.sink,
         )
         builder = _Builder(view, scan)
         if scan.meta_setup is not None:
-            record, path, text = scan.meta_setup
-            builder.add(
-                Item(
-                    "system",
-                    SETUP,
-                    text,
-                    record,
-                    path=path,
-                    setup="system",
-                    timestamp=_valid_ts(record.data.get("timestamp")),
-                ),
-                assistant=False,
-            )
-        tools = {}
-        for entry in scan.entries:
-            call_id, kind = entry.payload.get("call_id"), entry.payload.get("type")
-            if (
-                isinstance(call_id, str)
-                and isinstance(kind, str)
-                and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call"))
-            ):
-                tools[call_id] = _call_name(entry.payload)
+            record, path, ts = scan.meta_setup
+            text = _get(record.data, path)
+            record.release()
+            builder.add(Item("system", SETUP, text, record, path=path, setup="system", timestamp=ts), assistant=False)
+        tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
         for entry in scan.entries:
             builder.entry(entry, tools)
+        builder.done()
         return view
 
     # --- editing ------------------------------------------------------------------------------
@@ -689,8 +749,8 @@ class Adapter(formats.Adapter):
             else:
                 raise LookoutError("the item to keep from is not in the model-visible history")
         head, tail = entries[:keep], entries[keep:]
-        setup = [e for e in head if _is_setup_message(e.payload)]
-        ghosts = [e for e in head if e.payload.get("type") == "ghost_snapshot"]
+        setup = [e for e in head if e.facts[SETUP_MESSAGE]]
+        ghosts = [e for e in head if e.facts[TYPE] == "ghost_snapshot"]
         text = SUMMARY_PREFIX + "\n" + summary if summary is not None else TRUNCATION_NOTICE
         message = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
         history = [_copy_payload(e) for e in setup] + [message] + [_copy_payload(e) for e in ghosts]
@@ -818,6 +878,11 @@ class _Builder:
         self.message = -1
         self.turn = 0
         self.prev_assistant = False
+        self.held: Record | None = None  # the record whose line was read last
+
+    def done(self) -> None:
+        if self.held is not None:
+            self.held.release()
 
     def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
         if not same_message and not (assistant and self.prev_assistant):
@@ -827,13 +892,15 @@ class _Builder:
         if item.prompt:
             self.turn += 1
         item.turn = self.turn
-        self.view.items.append(item)
-        return item
+        return self.view.add(item)
 
     def entry(self, entry: _Entry, tools: dict) -> None:
-        payload = entry.payload
+        if entry.record is not self.held:  # a compacted record holds many entries: read it once
+            self.done()
+            self.held = entry.record
+        payload = entry.read()
         kind = formats.type_of(payload)
-        ts = _valid_ts(entry.record.data.get("timestamp")) if entry.record.data else None
+        ts = entry.ts
         base = {"entry_path": entry.path}
         if entry.rebuilt:
             base["rebuilt"] = True
@@ -941,7 +1008,7 @@ class _Builder:
                     continue  # a local compaction carries only the text of earlier messages
                 ref = image_ref(part.get("image_url"))
                 if ref.data:
-                    extra["events"] = self.scan.event_images.get(part["image_url"], [])
+                    extra["events"] = self.scan.event_images.get(_image_key(part["image_url"]), [])
                 item = Item(role, IMAGE, "", entry.record, path=path_of(i), timestamp=ts, image=ref, extra=extra)
                 if role == "user" and not prompted:
                     item.prompt = prompted = True
