@@ -44,18 +44,26 @@ def figures(path, lean: bool, jobs: int = 1, estimate: bool = False):
     return to_dict(meter, str(path), None), transcript, view
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bench") / "claude-code.jsonl"
-    generate(path, "claude-code", 0.6)
-    return path
+FORMATS = ["claude-code", "codex", "openai", "anthropic"]
 
 
 @pytest.fixture(scope="module")
-def generated_codex(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bench") / "codex.jsonl"
-    generate(path, "codex", 0.6)
-    return path
+def session_of(tmp_path_factory):
+    """A generated session of about 0.6 MB in a format, made once."""
+    made = {}
+
+    def make(fmt: str):
+        if fmt not in made:
+            made[fmt] = tmp_path_factory.mktemp("bench") / f"{fmt}.jsonl"
+            generate(made[fmt], fmt, 0.6)
+        return made[fmt]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def generated(session_of):
+    return session_of("claude-code")
 
 
 @pytest.mark.parametrize("path", ALL_INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -65,18 +73,18 @@ def test_lean_figures_are_those_of_the_whole_view(path):
     assert lean == whole
 
 
-@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
-def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(fmt, generated, generated_codex):
-    path = generated if fmt == "claude-code" else generated_codex
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(fmt, session_of):
+    path = session_of(fmt)
     whole, _, _ = figures(path, lean=False)
     assert figures(path, lean=True)[0] == whole
     assert figures(path, lean=True, jobs=2)[0] == whole
     assert figures(path, lean=True, estimate=True)[0] == figures(path, lean=False, estimate=True)[0]
 
 
-@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
-def test_a_lean_transcript_keeps_no_line_and_no_long_text(fmt, generated, generated_codex):
-    path = generated if fmt == "claude-code" else generated_codex
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_lean_transcript_keeps_no_line_and_no_long_text(fmt, session_of):
+    path = session_of(fmt)
     _, transcript, view = figures(path, lean=True)
     assert transcript.adapter.name == fmt
     records = transcript.records

@@ -107,6 +107,20 @@ class Adapter:
         """What a lean transcript keeps of a line's parsed value (see ``lean``)."""
         return obj
 
+    def record_node(self, record: Record) -> Any:
+        """``record``'s node: the one a lean load kept, else worked out from its value (and kept
+        while the record is not edited: editing commands read the view again after each step).
+        None when the line is not a JSON object."""
+        node = record.node
+        if node is None or record.edited:
+            data = record.data
+            if data is None:
+                return None
+            node = self.node(data)
+            if not record.edited:
+                record.node = node
+        return node
+
     def plain(self, node: Any) -> Any:
         """A node as values ``marshal`` keeps (``line_memo``); ``revive`` reverses it."""
         return node

@@ -430,14 +430,9 @@ class Adapter(formats.Adapter):
         last_total: int | None = None
         pending_after: Compaction | None = None
         for record in transcript.records:
-            node = record.node
-            if node is None or record.edited:  # a line read whole, or changed since
-                data = record.data
-                if data is None:
-                    continue
-                node = node_of(data)
-                if not record.edited:  # compact scans again after each stage
-                    record.node = node
+            node = self.record_node(record)
+            if node is None:
+                continue
             kind, ts, facts = node
             if ts:
                 scan.last_timestamp = ts

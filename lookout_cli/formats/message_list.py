@@ -21,6 +21,7 @@ a trailer that records the compaction and the ``lookout restore`` marker.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -217,8 +218,18 @@ class Layout:
     kind: str
     messages: list[Msg] = field(default_factory=list)
     setup_records: list[Record] = field(default_factory=list)  # records with top-level system/tools
-    responses: list[Record] = field(default_factory=list)
+    responses: list[tuple[Record, tuple]] = field(default_factory=list)  # and their nodes
     body: Record | None = None  # the last request body (bodies layout)
+
+
+# Where ``MessageListAdapter.node`` keeps what it read of a line.
+BARE, RESPONSE, LISTED, SETUP_FIELDS, RESPONSE_PATH, MESSAGES, USAGE, RESPONSE_ID, MODEL = range(9)
+
+
+def _indices(node: tuple) -> Any:
+    """The places of a list record's messages (a count when every entry is one)."""
+    messages = node[MESSAGES]
+    return range(messages) if type(messages) is int else messages
 
 
 def is_bare_message(obj: dict) -> bool:
@@ -253,15 +264,15 @@ class Builder:
             item.turn = self.turn
             if item.kind == TOOL_CALL and item.call_id and item.tool:
                 self.call_names[item.call_id] = item.tool
-            self.view.items.append(item)
+            if item.kind in (SUMMARY, NOTICE):  # read before measure's sink cuts the text
+                self.view.compactions.append(compaction_entry(item))
+            self.view.add(item)
         self.message += 1
 
     def finish(self) -> None:
         for item in self.view.items:
             if item.kind in (TOOL_RESULT, IMAGE) and item.call_id and not item.tool:
                 item.tool = self.call_names.get(item.call_id)
-            if item.kind in (SUMMARY, NOTICE):
-                self.view.compactions.append(compaction_entry(item))
 
 
 class MessageListAdapter(formats.Adapter):
@@ -274,6 +285,7 @@ class MessageListAdapter(formats.Adapter):
     """
 
     setup_roles: tuple[str, ...] = ("system", "developer")
+    lean = True
 
     # --- hooks ------------------------------------------------------------------------------
     def is_response(self, obj: dict) -> bool:
@@ -329,71 +341,83 @@ class MessageListAdapter(formats.Adapter):
         return len(parts) == 1 and self.existing_summary(obj) is not None
 
     # --- layout -----------------------------------------------------------------------------
+    def node(self, obj: Any) -> tuple:
+        """What a lean transcript keeps of a line: what the layout and the usages read."""
+        bare, response, listed = is_bare_message(obj), self.is_response(obj), is_list_record(obj)
+        messages = None
+        if listed:
+            kept = [i for i, m in enumerate(obj["messages"]) if isinstance(m, dict)]
+            messages = len(kept) if len(kept) == len(obj["messages"]) else kept  # a count when all are
+        model = obj.get("model") if listed and isinstance(obj.get("model"), str) else None
+        return (bare, response, listed, "system" in obj or "tools" in obj,
+                self.response_message_path(obj) if response else None, messages,
+                self.usage(None, obj) if response else None, obj.get("id") if response else None, model)
+
     def layout(self, transcript: formats.Transcript) -> Layout:
-        records = [r for r in transcript.records if r.data is not None]
-        bare = any(is_bare_message(r.data) and not self.is_response(r.data) for r in records)
-        bodies = [r for r in records if is_list_record(r.data)]
+        lines = [(r, n) for r in transcript.records if (n := self.record_node(r)) is not None]
+        bare = any(n[BARE] and not n[RESPONSE] for _, n in lines)
+        bodies = [(r, n) for r, n in lines if n[LISTED]]
         if bodies and not bare:
-            body = bodies[-1]
+            body, node = bodies[-1]
             layout = Layout(BODIES, body=body, setup_records=[body])
-            layout.responses = [r for r in records if self.is_response(r.data)]
-            for i, _ in enumerate(body.data["messages"]):
-                if isinstance(body.data["messages"][i], dict):
-                    layout.messages.append(Msg(body, ("messages", i), len(layout.messages)))
+            layout.responses = [(r, n) for r, n in lines if n[RESPONSE]]
+            layout.messages = [Msg(body, ("messages", i), at) for at, i in enumerate(_indices(node))]
             return layout
         layout = Layout(LINES)
-        for record in records:
-            obj = record.data
-            if self.is_response(obj):
-                layout.responses.append(record)
-                path = self.response_message_path(obj)
-                if path is not None:
-                    layout.messages.append(Msg(record, path, len(layout.messages)))
-            elif is_list_record(obj):
-                if "system" in obj or "tools" in obj:
+        for record, node in lines:
+            if node[RESPONSE]:
+                layout.responses.append((record, node))
+                if node[RESPONSE_PATH] is not None:
+                    layout.messages.append(Msg(record, node[RESPONSE_PATH], len(layout.messages)))
+            elif node[LISTED]:
+                if node[SETUP_FIELDS]:
                     layout.setup_records.append(record)
-                for i, m in enumerate(obj["messages"]):
-                    if isinstance(m, dict):
-                        layout.messages.append(Msg(record, ("messages", i), len(layout.messages)))
-            elif is_bare_message(obj):
+                for i in _indices(node):
+                    layout.messages.append(Msg(record, ("messages", i), len(layout.messages)))
+            elif node[BARE]:
                 layout.messages.append(Msg(record, (), len(layout.messages)))
-            elif "system" in obj or "tools" in obj:
+            elif node[SETUP_FIELDS]:
                 layout.setup_records.append(record)
         return layout
 
     # --- view -------------------------------------------------------------------------------
     def view(self, transcript: formats.Transcript) -> View:
         layout = self.layout(transcript)
-        view = View(format=self.name)
+        view = View(format=self.name, sink=transcript.sink)
+        seen: set[str] = set()
+        for record, node in layout.responses:
+            usage, rid = node[USAGE], node[RESPONSE_ID]
+            if usage is None or (isinstance(rid, str) and rid in seen):
+                continue
+            if isinstance(rid, str):
+                seen.add(rid)
+            view.usages.append(dataclasses.replace(usage, record=record))
+        models = [u.model for u in view.usages if u.model]
+        body_model = self.record_node(layout.body)[MODEL] if layout.body is not None else None
+        view.model = body_model if body_model is not None else models[-1] if models else None  # known before the items
         build = Builder(view)
         setup_first = {id(r) for r in layout.setup_records}
         done: set[int] = set()
+        held = None  # the record whose line was read last (a lean record reads it again)
         for msg in layout.messages:
+            if msg.record is not held:
+                if held is not None:
+                    held.release()
+                held = msg.record
             if id(msg.record) in setup_first and id(msg.record) not in done:
                 done.add(id(msg.record))
                 for items in self.top_setup_items(msg.record, msg.record.data):
                     build.add_message(items, False)
             items, prompt = self.message_items(msg, msg.obj)
             build.add_message(items, prompt)
+        if held is not None:
+            held.release()
         for record in layout.setup_records:  # setup records without messages
             if id(record) not in done:
                 for items in self.top_setup_items(record, record.data):
                     build.add_message(items, False)
+                record.release()
         build.finish()
-        seen: set[str] = set()
-        for record in layout.responses:
-            usage = self.usage(record, record.data)
-            rid = record.data.get("id")
-            if usage is None or (isinstance(rid, str) and rid in seen):
-                continue
-            if isinstance(rid, str):
-                seen.add(rid)
-            view.usages.append(usage)
-        models = [u.model for u in view.usages if u.model]
-        if layout.body is not None and isinstance(layout.body.data.get("model"), str):
-            view.model = layout.body.data["model"]
-        elif models:
-            view.model = models[-1]
         stamps = [i.timestamp for i in view.items if i.timestamp] + [u.timestamp for u in view.usages if u.timestamp]
         view.last_timestamp = max(stamps) if stamps else None
         return view
