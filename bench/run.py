@@ -215,7 +215,7 @@ class Suite:
         return p
 
     def want(self, rid: str) -> bool:
-        return self.only is None or rid in self.only
+        return self.only is None or rid.upper() in self.only
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
