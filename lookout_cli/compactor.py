@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli import compact_plan as plan
@@ -244,6 +244,12 @@ class _Snapshot:
         transcript.invalidate()
 
 
+def _encoded(parts: Iterator[str]) -> Iterator[bytes]:
+    """``transcript_text``'s bytes, a part at a time (a whole conversation can be large)."""
+    for n, part in enumerate(parts):
+        yield (b"\n\n" if n else b"") + part.encode("utf-8", "surrogatepass")
+
+
 def _orphan_keys(view: View) -> set[tuple[str, str]]:
     return {(i.kind, i.call_id or "") for i in view.orphans()}
 
@@ -307,7 +313,7 @@ class Compactor:
         self._view: View | None = None  # the current view, patched in place after clearing
         self._tokens: list[int] | None = None  # its items' tokens
         self.dirty = False  # changed since the last measurement
-        self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (this run)
+        self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (a dry run's)
 
     # --- measuring --------------------------------------------------------------------------
     @property
@@ -484,7 +490,8 @@ class Compactor:
         item, tokens = self.view.items[index], self.tokens[index]
         original = item.text
         cleared = clear_item(self.store, self.transcript, item, what, tokens=tokens)
-        self.originals[cleared.content.sha256] = original
+        if self.store.dry_run:  # nothing on disk to read it back from
+            self.originals[cleared.content.sha256] = original
         report.items.append({**_describe(item, tokens, cleared.content), **extra})
         report.saved.append(str(cleared.content.path))
         report.freed += self.replaced(index, cleared.text)
@@ -504,7 +511,8 @@ class Compactor:
         done = clamp_item(self.store, self.transcript, item, head, tail, **({"what": what} if what else {}))
         if done is None:
             return False
-        self.originals[done.content.sha256] = original
+        if self.store.dry_run:  # nothing on disk to read it back from
+            self.originals[done.content.sha256] = original
         report.items.append({**_describe(item, tokens, done.content), "kept_chars": head + tail, **extra})
         report.saved.append(str(done.content.path))
         report.freed += self.replaced(index, done.text)
@@ -588,8 +596,8 @@ class Compactor:
         fresh = [it for it in head if it not in previous]
         text_of = self.text_of
         digest = self._digest(fresh, previous, text_of)
-        original = self.store.put(summary_note.transcript_text(head, text_of, limit=10**9).encode("utf-8", "surrogatepass"),
-                                  "text", what="the context before a summary")
+        original = self.store.put_parts(_encoded(summary_note.transcript_parts(head, text_of, limit=10**9)),
+                                        "text", what="the context before a summary")
         digest.original = (f"The whole conversation before this summary is saved in {original.path} "
                            "(plain text); read or search it when you need a detail this summary left out.")
         room = int(s.fit_at / scale) - _inferred(self.meter) - split.setup_tokens - split.tail_tokens

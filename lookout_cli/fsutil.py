@@ -69,7 +69,12 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
     if durable:
         _fsync_dir(path.parent)
     elif not cache:
-        _pending[path] = None
+        sync_later(path)
+
+
+def sync_later(path: Path) -> None:
+    """``path`` was written without an fsync: :func:`sync_pending` makes it durable."""
+    _pending[path] = None
 
 
 def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cache: bool = False) -> None:

@@ -178,34 +178,36 @@ class LineIndex:
 
 class LeanRecord(Record):
     """A record that keeps where its line is in a seekable file instead of its bytes: the
-    bytes and the parsed value are read again when asked for, after ``release()``. A command
-    that must see the whole transcript but changes nothing (``measure``) keeps its memory flat
-    in the input's size with these (SPEC §1: offsets and small summaries)."""
+    bytes and the parsed value are read again when asked for, after ``release()`` (an edited
+    record keeps its value). A command that must see the whole transcript but keeps little of
+    it (``measure``; ``compact``, which parses again only the lines it shows or changes) keeps
+    its memory flat in the input's size with these (SPEC §1: offsets and small summaries)."""
 
-    __slots__ = ("_index", "_held")
+    __slots__ = ("_index", "_at", "_held")
 
     def __init__(self, lineno: int, index: LineIndex, raw: bytes | None) -> None:
         # not Record.__init__: ``raw`` is read from the file here, never assigned
         self.lineno, self._obj, self.edited, self.error, self.node = lineno, _UNPARSED, False, None, None
         self._index, self._held = index, raw
+        self._at = lineno  # the line in the file (``lineno`` is renumbered when lines are added)
 
     @property
     def raw(self) -> bytes:  # type: ignore[override]
         if self._held is not None:
             return self._held
-        offset, size = self._index.span(self.lineno)
+        offset, size = self._index.span(self._at)
         data = os.pread(self._index.fd, size, offset)
         if len(data) != size:
-            raise LookoutError(f"line {self.lineno} changed while it was read (the input was rewritten)")
+            raise LookoutError(f"line {self._at} changed while it was read (the input was rewritten)")
         return data
 
     @property
     def size(self) -> int:
-        return self._index.span(self.lineno)[1]
+        return self._index.span(self._at)[1]
 
     def span(self) -> tuple[int, int]:
         """(offset, size) of the line in its file."""
-        return self._index.span(self.lineno)
+        return self._index.span(self._at)
 
     def release(self, keep_value: bool = False) -> None:
         """Let go of the bytes and (unless ``keep_value``) the parsed value."""

@@ -288,9 +288,10 @@ class Run:
     def load(self, lean: bool = False, memo: LineMemo | None = None) -> Transcript:
         """Read the whole transcript and find its format (for commands that need all of it).
 
-        ``lean`` (for a command that changes nothing): the records keep their offsets in the
-        input instead of their bytes, and of each line only what the adapter's ``node`` keeps
-        (all of it when the adapter has none); the transcript is written back from the input.
+        ``lean``: the records keep their offsets in the input instead of their bytes, and of
+        each line only what the adapter's ``node`` keeps (all of it when the adapter has none);
+        a line is read again when its value is asked for, and an unchanged transcript is
+        written back from the input.
         With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
         the file only grew, and not parsed again when it was rewritten."""
         if lean:

@@ -12,16 +12,20 @@ byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
+import os
 import re
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from lookout_cli.fsutil import append_line, atomic_write
+from lookout_cli.fsutil import append_line, atomic_write, sync_later
 from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
@@ -74,15 +78,49 @@ class SavedStore:
         sha = hashlib.sha256(data).hexdigest()
         ext = EXTENSIONS.get(kind, ".bin")
         path = self.path_for(sha, ext)
-        saved = Saved(sha, self.real_path(sha, ext), len(data))
-        if self.dry_run:
-            return saved
-        if not path.exists():
+        if not self.dry_run and not path.exists():
             # durable before any transcript names it (fsutil syncs pending files first), in one
             # sync for a batch: compacting a long session saves thousands of outputs
             atomic_write(path, data, durable=False)
-        self._log({"sha256": sha, "bytes": len(data), "kind": kind, "file": str(saved.path), **meta})
-        self.written.append(saved)
+        return self._saved(sha, ext, len(data), kind, meta)
+
+    def put_parts(self, parts: Iterable[bytes], kind: str = "text", **meta) -> Saved:
+        """``put`` for data made a piece at a time (a whole conversation as text), never held
+        whole: hashed as it is written to a temporary file, which then takes its name."""
+        digest, size = hashlib.sha256(), 0
+        ext = EXTENSIONS.get(kind, ".bin")
+        if self.dry_run:
+            for part in parts:
+                digest.update(part)
+                size += len(part)
+            return self._saved(digest.hexdigest(), ext, size, kind, meta)
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".part-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                for part in parts:
+                    digest.update(part)
+                    size += len(part)
+                    handle.write(part)
+            sha = digest.hexdigest()
+            path = self.path_for(sha, ext)
+            if path.exists():
+                os.unlink(tmp)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, path)
+                sync_later(path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return self._saved(sha, ext, size, kind, meta)
+
+    def _saved(self, sha: str, ext: str, size: int, kind: str, meta: dict) -> Saved:
+        saved = Saved(sha, self.real_path(sha, ext), size)
+        if not self.dry_run:
+            self._log({"sha256": sha, "bytes": size, "kind": kind, "file": str(saved.path), **meta})
+            self.written.append(saved)
         return saved
 
     def get(self, sha: str) -> bytes | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli.saved import CLEARED_PREFIX
@@ -785,27 +785,29 @@ def transcript_text(items: Sequence[Item], text_of: Callable[[Item], str] | None
                     limit: int = 2000) -> str:
     """The items as plain text for a summarizing model: tool outputs cut to ``limit``
     characters (beginning and end), images and thinking named, not included."""
+    return "\n\n".join(transcript_parts(items, text_of, limit))
+
+
+def transcript_parts(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
+                     limit: int = 2000) -> Iterator[str]:
+    """``transcript_text`` an item at a time (without the blank lines between them)."""
     text_of = text_of or (lambda item: item.text)
-    out = []
     for item in items:
-        if item.kind == SUMMARY:
-            continue
         if item.kind == IMAGE:
-            out.append(f"[{item.role}: image {item.image.media_type if item.image else ''}]".rstrip())
-        elif item.kind == THINKING:
+            yield f"[{item.role}: image {item.image.media_type if item.image else ''}]".rstrip()
+        elif item.kind in (SUMMARY, THINKING):
             continue
         elif item.kind == TOOL_CALL:
-            out.append(f"[assistant called {item.tool} ({item.call_id})]\n{_cut(item.text, limit)}")
+            yield f"[assistant called {item.tool} ({item.call_id})]\n{_cut(item.text, limit)}"
         elif item.kind == TOOL_RESULT:
             flag = " (error)" if item.is_error else ""
-            out.append(f"[result of {item.tool or 'tool'} ({item.call_id}){flag}]\n{_cut(text_of(item), limit)}")
+            yield f"[result of {item.tool or 'tool'} ({item.call_id}){flag}]\n{_cut(text_of(item), limit)}"
         elif item.kind == SETUP:
-            out.append(f"[{item.setup or 'setup'}]\n{_cut(item.text, limit)}")
+            yield f"[{item.setup or 'setup'}]\n{_cut(item.text, limit)}"
         elif item.kind == NOTICE:
-            out.append(f"[notice]\n{_cut(item.text, limit // 2)}")
+            yield f"[notice]\n{_cut(item.text, limit // 2)}"
         else:
-            out.append(f"[{item.role}]\n{item.text if item.role == 'user' else _cut(item.text, limit * 2)}")
-    return "\n\n".join(out)
+            yield f"[{item.role}]\n{item.text if item.role == 'user' else _cut(item.text, limit * 2)}"
 
 
 def _cut(text: str, limit: int) -> str:

@@ -90,6 +90,28 @@ def test_dry_run_store_writes_nothing(tmp_path):
     store = SavedStore(tmp_path / "s", dry_run=True)
     saved = store.put(b"data", "text")
     assert not saved.path.exists() and not (tmp_path / "s").exists()
+    assert store.put_parts(iter([b"da", b"ta"]), "text") == saved and not (tmp_path / "s").exists()
+
+
+def test_content_saved_a_piece_at_a_time_is_named_and_kept_as_if_saved_whole(tmp_path):
+    store = SavedStore(tmp_path / "s", command="test")
+    parts = [b"line %d\n" % n for n in range(10_000)]
+    streamed = store.put_parts(iter(parts), "text", what="the context")
+    assert streamed == store.put(b"".join(parts), "text")  # the same name, already there
+    assert streamed.path.read_bytes() == b"".join(parts) and streamed.nbytes == len(b"".join(parts))
+    again = store.put_parts(iter(parts), "text")  # saved before: the temporary copy goes
+    assert again == streamed
+    assert [p.name for p in (tmp_path / "s").iterdir() if p.name.startswith(".")] == []
+    sync_pending()
+    assert len((tmp_path / "s" / "manifest.jsonl").read_bytes().splitlines()) == 3
+
+    def failing():
+        yield b"half"
+        raise OSError("the disk is full")
+
+    with pytest.raises(OSError):
+        store.put_parts(failing(), "text")
+    assert [p.name for p in (tmp_path / "s").iterdir() if p.name.startswith(".")] == []  # no torn file left
 
 
 def test_restore_lines_follows_nested_changes(tmp_path):

@@ -17,7 +17,7 @@ from conftest import REPO, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import make_counter, measure_input
-from lookout_cli.jsonl import LeanRecord
+from lookout_cli.jsonl import LeanRecord, read_lean_records
 from lookout_cli.meter import Settings, measure
 from lookout_cli.meter_report import to_dict
 from lookout_cli.options import Run
@@ -97,6 +97,20 @@ def test_a_lean_transcript_keeps_no_line_and_no_long_text(fmt, session_of):
     assert not long  # a placeholder (or a text quoting its marker) keeps only its marker
     assert all(i.image.data is None for i in view.items if i.kind == IMAGE and i.image)
     assert sum(i.tokens for i in view.items if i.tokens) > 50_000  # counted before they were cut
+
+
+def test_a_lean_record_renumbered_still_reads_its_own_line(tmp_path):
+    """compact numbers the lines anew when it adds one; a lean record must still read its own."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"n":1}\n{"n":2}\n{"n":3}\n')
+    with open(path, "rb") as handle:
+        records = list(read_lean_records(handle))
+        for record in records:
+            record.release()
+        for record in records:
+            record.lineno += 1  # a line was added before them
+        assert [r.raw for r in records] == [b'{"n":1}\n', b'{"n":2}\n', b'{"n":3}\n']
+        assert [r.data["n"] for r in records] == [1, 2, 3] and [r.span()[0] for r in records] == [0, 8, 16]
 
 
 def test_the_transcript_passes_through_from_a_file_a_pipe_and_the_middle_of_a_file(generated, tmp_path):
