@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-_pending: dict[Path, None] = {}  # files written but not yet fsynced, in order
+_pending: dict[str, None] = {}  # files written but not yet fsynced, in order
 _appends: dict[Path, list[bytes]] = {}  # lines to append to logs such as the store's manifest
 APPEND_BATCH = 512
 SYNC_ALL_FROM = 32  # from this many files one sync() of every filesystem is the cheaper way
@@ -72,9 +72,35 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
         sync_later(path)
 
 
-def sync_later(path: Path) -> None:
+def sync_later(path: str | os.PathLike) -> None:
     """``path`` was written without an fsync: :func:`sync_pending` makes it durable."""
-    _pending[path] = None
+    _pending[os.fspath(path)] = None
+
+
+def write_new(path: str, data: bytes) -> None:
+    """Write a file named by its content (the saved-output store) unless it exists: through a
+    temporary name in its folder, private (0600), synced later (:func:`sync_pending`). No link
+    or device to care for, no random name to draw: ``atomic_write`` at a fraction of the cost
+    when a compaction saves thousands of outputs."""
+    if os.path.exists(path):
+        return
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")  # one writer per process
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        with open(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    sync_later(path)
 
 
 def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cache: bool = False) -> None:
@@ -172,11 +198,11 @@ def sync_pending() -> None:
     if len(paths) >= SYNC_ALL_FROM:
         os.sync()
         return
-    for path in [*paths, *dict.fromkeys(p.parent for p in paths)]:
+    for path in [*paths, *dict.fromkeys(os.path.dirname(p) for p in paths)]:
         _fsync_dir(path)
 
 
-def _fsync_dir(folder: Path) -> None:
+def _fsync_dir(folder: str | os.PathLike) -> None:
     """fsync a folder (or a file) by path; best effort."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)

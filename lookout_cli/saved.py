@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from lookout_cli.fsutil import append_line, atomic_write, sync_later
+from lookout_cli.fsutil import append_line, sync_later, write_new
 from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
@@ -77,11 +77,10 @@ class SavedStore:
         """Save ``data`` (kind: ``text``, ``record`` or an image media type) and return its name."""
         sha = hashlib.sha256(data).hexdigest()
         ext = EXTENSIONS.get(kind, ".bin")
-        path = self.path_for(sha, ext)
-        if not self.dry_run and not path.exists():
+        if not self.dry_run:
             # durable before any transcript names it (fsutil syncs pending files first), in one
             # sync for a batch: compacting a long session saves thousands of outputs
-            atomic_write(path, data, durable=False)
+            write_new(f"{self._folder}/{sha[:2]}/{sha[2:]}{ext}", data)
         return self._saved(sha, ext, len(data), kind, meta)
 
     def put_parts(self, parts: Iterable[bytes], kind: str = "text", **meta) -> Saved:
@@ -134,6 +133,16 @@ class SavedStore:
                 return data
         return None
 
+    @functools.cached_property
+    def _folder(self) -> str:
+        """Where the files go, as a string (no Path built per saved output)."""
+        return os.path.join(self.root, "sha256")
+
+    @functools.cached_property
+    def _manifest(self) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root / "manifest.jsonl"
+
     def _log(self, entry: dict) -> None:
         entry.update(
             {
@@ -142,8 +151,7 @@ class SavedStore:
                 "transcript": self.transcript,
             }
         )
-        self.root.mkdir(parents=True, exist_ok=True)
-        append_line(self.root / "manifest.jsonl", orjson.dumps({k: v for k, v in entry.items() if v is not None}) + b"\n")
+        append_line(self._manifest, orjson.dumps({k: v for k, v in entry.items() if v is not None}) + b"\n")
 
 
 def human_size(nbytes: int) -> str:
