@@ -338,6 +338,17 @@ class Suite:
             row.ok = row.rss_mb <= 150
             row.extra = rss_by
             self.add(row)
+        if self.want("B15"):  # the commands that edit read lean too (no target: reported)
+            rss_by = {}
+            for name, args in (("compact", ["compact", "--max-tokens", "100000"]), ("clear-images", ["clear-images"]),
+                               ("mentions", ["mentions"]), ("memory inject", ["memory", "inject"]),
+                               ("prepare-idle", ["prepare-idle"])):
+                env = dict(self.cold_env(), HOME=tempfile.mkdtemp(prefix="home-", dir=self.tmp))
+                _, _, rss_by[name] = timed_pair([*LOOKOUT, *args, "-q"], None, f_big, env, 1)
+            row = Row("B15", f"peak RSS of the commands that edit, {big:g} MB", None, None, max(rss_by.values()),
+                      "reported", note=", ".join(f"{k}: {v:.0f} MB" for k, v in rss_by.items()))
+            row.extra = rss_by
+            self.add(row)
         if self.want("B13") and not self.quick:
             self.pathological()
         if self.want("B14"):

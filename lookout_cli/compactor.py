@@ -214,17 +214,6 @@ def _inferred(m) -> int:
     return sum(p.tokens for p in m.parts if p.basis == "inferred")
 
 
-def _clone(record: Record) -> Record:
-    """A copy of a record that can be edited without touching the original."""
-    if not record.edited:
-        return Record(record.lineno, record.raw)
-    import copy
-
-    clone = Record(record.lineno, record.raw, copy.deepcopy(record.obj))
-    clone.edited = True
-    return clone
-
-
 class _Snapshot:
     """The records as they are before a run, to put back when the run is refused. Records are
     edited in place (``Record.edit`` parses a fresh copy the first time), so their state is
@@ -780,7 +769,7 @@ def prepare_summary(transcript: Transcript, options: Options | None = None, stor
     options = options or Options()
     forced = Options(**{**options.__dict__, "force": True, "stages": ("summarize",)})
     records = transcript.records
-    trial = Transcript([_clone(r) for r in records], transcript.adapter, transcript.source)
+    trial = Transcript([r.copy() for r in records], transcript.adapter, transcript.source)
     if store is None:
         from lookout_cli.paths import save_dir
 

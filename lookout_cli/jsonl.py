@@ -100,6 +100,16 @@ class Record:
         """A record lookout writes itself."""
         return cls(0, None, obj)
 
+    def copy(self) -> Record:
+        """A copy that can be edited without touching this record."""
+        if not self.edited:
+            return Record(self.lineno, self.raw)
+        import copy
+
+        clone = Record(self.lineno, self.raw, copy.deepcopy(self.obj))
+        clone.edited = True
+        return clone
+
     @property
     def body(self) -> bytes:
         """The line without its line ending."""
@@ -214,6 +224,14 @@ class LeanRecord(Record):
         self._held = None
         if not (self.edited or keep_value):
             self._obj = _UNPARSED
+
+    def copy(self) -> Record:
+        """An unedited line stays where it is in the file: the copy reads it from there too."""
+        if self.edited:
+            return super().copy()
+        clone = LeanRecord(self._at, self._index, None)
+        clone.lineno, clone.node = self.lineno, self.node
+        return clone
 
 
 def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,

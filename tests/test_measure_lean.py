@@ -113,6 +113,23 @@ def test_a_lean_record_renumbered_still_reads_its_own_line(tmp_path):
         assert [r.data["n"] for r in records] == [1, 2, 3] and [r.span()[0] for r in records] == [0, 8, 16]
 
 
+def test_a_copy_of_a_lean_record_reads_the_same_line_and_is_edited_apart(tmp_path):
+    """prepare-idle compacts a copy of the transcript to write its note; the copy of a line not
+    yet edited reads the file too (no bytes held), and editing either leaves the other alone."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"n":1}\n{"n":2}\n')
+    with open(path, "rb") as handle:
+        first, second = list(read_lean_records(handle))
+        first.release()
+        second.edit()["n"] = 20
+        one, two = first.copy(), second.copy()
+        assert isinstance(one, LeanRecord) and one._held is None and one.raw == b'{"n":1}\n'
+        one.edit()["n"] = 10
+        two.edit()["n"] = 200
+        assert (first.data["n"], one.data["n"]) == (1, 10) and not first.edited
+        assert (second.data["n"], two.data["n"]) == (20, 200)
+
+
 def test_the_transcript_passes_through_from_a_file_a_pipe_and_the_middle_of_a_file(generated, tmp_path):
     data = generated.read_bytes()
     args = ["measure", "-q", "--no-cache"]

@@ -55,8 +55,9 @@ def fresh_stamp(records: list[Record]) -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc)
     newest = None
     for record in records:
-        data = record.data
-        if isinstance(data, dict) and type_of(data) in CONVERSATION_TYPES:
+        # a lean record's node has the type and time: its line is not parsed again (and kept)
+        data = record.node if record.node is not None and not record.edited else record.data
+        if data is not None and type_of(data) in CONVERSATION_TYPES:
             when = parse_time(data.get("timestamp"))
             if when is not None and (newest is None or when > newest):
                 newest = when
@@ -197,8 +198,12 @@ class Adapter(_Base):
     # --- set_setup ------------------------------------------------------------------------
     def set_setup(self, transcript: Transcript, key: str, text: str | None) -> None:
         chain = self.chain(transcript)
-        mine = [transcript.records[p] for p in chain.visible
-                if _setup_key(transcript.records[p]) == key]
+        mine = []
+        for record in (transcript.records[p] for p in chain.visible):
+            if _setup_key(record) == key:
+                mine.append(record)
+            else:
+                record.release()  # a lean record reads its line again if it is needed
         if text is None:
             for record in mine:
                 _unlink(transcript, record)
@@ -392,11 +397,14 @@ def _envelope(chain: Chain) -> dict:
     order += [p for p in reversed(chain.logical()) if p not in visible]
     for pos in order:
         obj = chain.obj(pos)
+        chain.records[pos].release()  # a lean record does not keep the line it was read for
         if type_of(obj) not in CONVERSATION_TYPES:
             continue
         for key in ENVELOPE:
             if key not in env and isinstance(obj.get(key), str):
                 env[key] = obj[key]
+        if len(env) == len(ENVELOPE):
+            break  # the newest lines have them all (older lines are not read)
     return env
 
 
