@@ -67,7 +67,11 @@ class SavedStore:
         return self.root.resolve() if self.root.is_absolute() else self.root.absolute()
 
     def path_for(self, sha: str, ext: str) -> Path:
-        return self.root / "sha256" / sha[:2] / (sha[2:] + ext)
+        return Path(self._file(sha, ext))
+
+    def _file(self, sha: str, ext: str) -> str:
+        """``path_for`` as a string (no Path built per saved output)."""
+        return f"{self._folder}/{sha[:2]}/{sha[2:]}{ext}"
 
     def real_path(self, sha: str, ext: str) -> Path:
         """``path_for`` from the root with its links resolved: the name placeholders give."""
@@ -80,7 +84,7 @@ class SavedStore:
         if not self.dry_run:
             # durable before any transcript names it (fsutil syncs pending files first), in one
             # sync for a batch: compacting a long session saves thousands of outputs
-            write_new(f"{self._folder}/{sha[:2]}/{sha[2:]}{ext}", data)
+            write_new(self._file(sha, ext), data)
         return self._saved(sha, ext, len(data), kind, meta)
 
     def put_parts(self, parts: Iterable[bytes], kind: str = "text", **meta) -> Saved:
@@ -102,11 +106,11 @@ class SavedStore:
                     size += len(part)
                     handle.write(part)
             sha = digest.hexdigest()
-            path = self.path_for(sha, ext)
-            if path.exists():
+            path = self._file(sha, ext)
+            if os.path.exists(path):
                 os.unlink(tmp)
             else:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.replace(tmp, path)
                 sync_later(path)
         except BaseException:
@@ -135,7 +139,6 @@ class SavedStore:
 
     @functools.cached_property
     def _folder(self) -> str:
-        """Where the files go, as a string (no Path built per saved output)."""
         return os.path.join(self.root, "sha256")
 
     @functools.cached_property

@@ -876,6 +876,7 @@ class _Builder:
         self.held: Record | None = None  # the record whose line was read last
 
     def done(self) -> None:
+        """Let go of the line read last (a lean record reads it again if it is asked for)."""
         if self.held is not None:
             self.held.release()
 
