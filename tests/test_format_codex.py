@@ -209,6 +209,32 @@ def _replace(t: Transcript, pick, text: str) -> bytes:
     return dump(t)
 
 
+def test_a_lean_read_blanks_the_event_copy_of_a_large_image_too(tmp_path):
+    """A lean rollout knows an event's images by their digest (a data URL holds the image): a
+    real screenshot-sized PNG is cleared from the message and from its user_message copy."""
+    import io as _io
+    import random
+
+    from PIL import Image
+
+    from lookout_cli.options import Run
+
+    noise = random.Random(3)
+    image = Image.frombytes("RGB", (48, 48), bytes(noise.getrandbits(8) for _ in range(48 * 48 * 3)))
+    buffer = _io.BytesIO()
+    image.save(buffer, "PNG")
+    png = base64.b64encode(buffer.getvalue()).decode()
+    assert len(png) > 1000
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(read_bytes(BASIC).replace(PNG1.encode(), png.encode()))
+    t = Run("clear-images", file=str(path), isolated=True).load(lean=True)
+    out = _replace(t, lambda v: by_line(v, 5, IMAGE), "[image cleared]")
+    again = reread(t)
+    event = [r for r in again.records if r.lineno == 6][0]
+    assert event.data["payload"]["images"] == [""]  # the UI copy is blanked
+    assert png not in out.decode("utf-8", "surrogatepass")
+
+
 def test_replace_wrapped_shell_output_keeps_the_wrapper():
     data = read_bytes(BASIC)
     t = codex(data)
