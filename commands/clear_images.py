@@ -50,7 +50,7 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
     shows it again; Claude Code's second copy of a tool's image is cleared with it. A shrunk
     image (--repair) is followed by a note naming the saved original.
     """
-    transcript = run.load(lean=True)
+    transcript = run.load()
     report: dict = {"command": "clear-images", "format": transcript.format, "cleared": [], "repaired": []}
     if transcript.adapter is None or not transcript.records:
         run.finish(transcript, report)

@@ -141,7 +141,7 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     except summarizers.SummaryFailed as exc:
         raise click.UsageError(str(exc)) from None
 
-    transcript = run.load(lean=True)  # lines are read again for the view and the edits, not all kept parsed
+    transcript = run.load()
     ready = None
     if summary_file is not None:
         ready = compactor.PreparedSummary(summary_file.read(), None, f"the note in {summary_file.name}")

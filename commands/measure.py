@@ -174,7 +174,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
         if remembered else None
-    transcript = run.load(lean=True, memo=memo)  # offsets and small summaries, not every parsed line
+    transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
     sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs)
     transcript.sink = sink
     try:

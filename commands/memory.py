@@ -896,7 +896,7 @@ def inject(run: Run, project_dir, agent_name, no_everywhere):
     Everywhere and the project's (or, with --agent, the agent's) lists are sent; a memory
     past 6 KB of its list is marked not sent, and the agent reaches it by opening the file.
     """
-    transcript = run.load(lean=True)
+    transcript = run.load()
     if transcript.adapter is None:
         run.finish(transcript, {"command": "memory inject", "injected": False})
         return
@@ -955,7 +955,7 @@ def learn(run: Run, project_dir, agent_name):
     """
     from lookout_cli.memory_tidy import learn_from_prompts
 
-    transcript = run.load(lean=True)
+    transcript = run.load()
     if transcript.adapter is None:
         run.finish(transcript, {"command": "memory learn", "saved": 0}, changes=0)
         return

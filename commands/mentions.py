@@ -102,7 +102,7 @@ def mentions(run: Run, root: str | None, allow_secret: tuple[str, ...], include_
     prompt whose message has one is never expanded again. Text the agent itself already
     attached to the turn is not attached twice.
     """
-    transcript = run.load(lean=True)
+    transcript = run.load()
     report: dict = {"command": "mentions", "dry_run": run.dry_run, "messages": []}
     adapter = transcript.adapter
     if adapter is None:

@@ -150,7 +150,7 @@ def prepare_idle(run: Run, mode, now_text, cache_ttl, daily_resets, min_tokens, 
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2026-11-29T10:04:00Z")
     settings = _Settings.read(run, mode, cache_ttl, daily_resets, min_tokens, lead, ping_margin, on_ping,
                               on_prepare, hook_timeout)
-    transcript = run.load(lean=True)
+    transcript = run.load()
     idle = _Idle(run, transcript, settings, now, model_name)
     idle.compact_flags = dict(budget=budget, instructions=instructions, summarizer=summarizer,
                               summary_model=summary_model, summary_url=summary_url,

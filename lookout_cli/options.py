@@ -285,13 +285,13 @@ class Run:
         if self._bad_lines <= MAX_WARNED_LINES:
             self.warn(f"{where}: not JSON, passed through unchanged ({record.error})")
 
-    def load(self, lean: bool = False, memo: LineMemo | None = None) -> Transcript:
+    def load(self, lean: bool = True, memo: LineMemo | None = None) -> Transcript:
         """Read the whole transcript and find its format (for commands that need all of it).
 
-        ``lean``: the records keep their offsets in the input instead of their bytes, and of
-        each line only what the adapter's ``node`` keeps (all of it when the adapter has none);
-        a line is read again when its value is asked for, and an unchanged transcript is
-        written back from the input.
+        ``lean`` (every command): the records keep their offsets in the input instead of their
+        bytes, and of each line only what the adapter's ``node`` keeps (all of it when the
+        adapter has none); a line is read again when its value is asked for, and an unchanged
+        transcript is written back from the input. Not lean, every line is kept parsed.
         With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
         the file only grew, and not parsed again when it was rewritten."""
         if lean:

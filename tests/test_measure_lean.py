@@ -38,7 +38,7 @@ def figures(path, lean: bool, jobs: int = 1, estimate: bool = False):
         meter, transcript = measure_input(run, settings, jobs, cache=False)
         view = transcript.view()
     else:
-        transcript = run.load()
+        transcript = run.load(lean=False)
         view = transcript.view()
         meter = measure(view, settings, counter=make_counter(view.model, settings, cache=False))
     return to_dict(meter, str(path), None), transcript, view
