@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli import compact_plan as plan
@@ -231,12 +231,6 @@ class _Snapshot:
             record._obj, record.edited, record.lineno = obj, edited, lineno
         transcript.records = list(self.records)
         transcript.invalidate()
-
-
-def _encoded(parts: Iterator[str]) -> Iterator[bytes]:
-    """``transcript_text``'s bytes, a part at a time (a whole conversation can be large)."""
-    for n, part in enumerate(parts):
-        yield (b"\n\n" if n else b"") + part.encode("utf-8", "surrogatepass")
 
 
 def _orphan_keys(view: View) -> set[tuple[str, str]]:
@@ -585,7 +579,8 @@ class Compactor:
         fresh = [it for it in head if it not in previous]
         text_of = self.text_of
         digest = self._digest(fresh, previous, text_of)
-        original = self.store.put_parts(_encoded(summary_note.transcript_parts(head, text_of, limit=10**9)),
+        parts = summary_note.transcript_parts(head, text_of, limit=10**9)
+        original = self.store.put_parts((p.encode("utf-8", "surrogatepass") for p in parts),
                                         "text", what="the context before a summary")
         digest.original = (f"The whole conversation before this summary is saved in {original.path} "
                            "(plain text); read or search it when you need a detail this summary left out.")

@@ -95,11 +95,24 @@ def write_new(path: str, data: bytes) -> None:
     try:
         with open(fd, "wb") as handle:
             handle.write(data)
-        os.replace(tmp, path)
+        keep_new(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def keep_new(tmp: str, path: str) -> None:
+    """Give a temporary file written on ``path``'s filesystem the name ``path`` (synced later),
+    or drop it when ``path`` exists: a file named by its content holds those bytes already."""
+    if os.path.exists(path):
+        os.unlink(tmp)
+        return
+    try:
+        os.replace(tmp, path)
+    except FileNotFoundError:  # its folder is new
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.replace(tmp, path)
     sync_later(path)
 
 

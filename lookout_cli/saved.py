@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from lookout_cli.fsutil import append_line, sync_later, write_new
+from lookout_cli.fsutil import append_line, keep_new, write_new
 from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
@@ -91,33 +91,26 @@ class SavedStore:
         """``put`` for data made a piece at a time (a whole conversation as text), never held
         whole: hashed as it is written to a temporary file, which then takes its name."""
         digest, size = hashlib.sha256(), 0
-        ext = EXTENSIONS.get(kind, ".bin")
-        if self.dry_run:
-            for part in parts:
-                digest.update(part)
-                size += len(part)
-            return self._saved(digest.hexdigest(), ext, size, kind, meta)
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".part-", suffix=".tmp")
+        tmp = None
         try:
-            with os.fdopen(fd, "wb") as handle:
+            if not self.dry_run:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".part-", suffix=".tmp")
+            with os.fdopen(fd, "wb") if tmp else contextlib.nullcontext() as handle:
                 for part in parts:
                     digest.update(part)
                     size += len(part)
-                    handle.write(part)
-            sha = digest.hexdigest()
-            path = self._file(sha, ext)
-            if os.path.exists(path):
-                os.unlink(tmp)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.replace(tmp, path)
-                sync_later(path)
+                    if handle is not None:
+                        handle.write(part)
+            ext = EXTENSIONS.get(kind, ".bin")
+            if tmp is not None:
+                keep_new(tmp, self._file(digest.hexdigest(), ext))
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
             raise
-        return self._saved(sha, ext, size, kind, meta)
+        return self._saved(digest.hexdigest(), ext, size, kind, meta)
 
     def _saved(self, sha: str, ext: str, size: int, kind: str, meta: dict) -> Saved:
         saved = Saved(sha, self.real_path(sha, ext), size)

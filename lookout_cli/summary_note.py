@@ -785,13 +785,19 @@ def transcript_text(items: Sequence[Item], text_of: Callable[[Item], str] | None
                     limit: int = 2000) -> str:
     """The items as plain text for a summarizing model: tool outputs cut to ``limit``
     characters (beginning and end), images and thinking named, not included."""
-    return "\n\n".join(transcript_parts(items, text_of, limit))
+    return "".join(transcript_parts(items, text_of, limit))
 
 
 def transcript_parts(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
                      limit: int = 2000) -> Iterator[str]:
-    """``transcript_text`` an item at a time (without the blank lines between them)."""
-    text_of = text_of or (lambda item: item.text)
+    """``transcript_text`` an item at a time (a whole conversation can be large to hold)."""
+    first = True
+    for part in _item_texts(items, text_of or (lambda item: item.text), limit):
+        yield part if first else "\n\n" + part
+        first = False
+
+
+def _item_texts(items: Sequence[Item], text_of: Callable[[Item], str], limit: int) -> Iterator[str]:
     for item in items:
         if item.kind == IMAGE:
             yield f"[{item.role}: image {item.image.media_type if item.image else ''}]".rstrip()

@@ -8,6 +8,7 @@ which format it holds.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -35,10 +36,35 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def interned(value: Any) -> Any:
+    """A string as its one shared copy (a parsed line's strings are its own: names, types and
+    ids that many lines repeat are kept once), anything else as it is."""
+    return sys.intern(value) if type(value) is str else value
+
+
 def type_of(obj: dict) -> str | None:
     """``obj["type"]`` when it is a string: any other value names nothing known, so the line or
     part reads as an unknown one."""
     return as_str(obj.get("type"))
+
+
+class OneLine:
+    """Holds one record's line at a time while a view reads records in order: moving on to
+    another record lets go of the one before (a lean record reads its line again if asked;
+    a record that holds several items, such as a list of messages, is read once for all)."""
+
+    def __init__(self) -> None:
+        self.record: Record | None = None
+
+    def visit(self, record: Record) -> None:
+        if record is not self.record:
+            self.close()
+            self.record = record
+
+    def close(self) -> None:
+        if self.record is not None:
+            self.record.release()
+            self.record = None
 
 
 class Transcript:
@@ -95,9 +121,9 @@ class Adapter:
 
     name = "unknown"
     can_write = True  # False for read-only formats (gemini-cli)
-    # True when the view can be built from each line's ``node`` plus one more reading of the
-    # model-visible lines, in order, and builds its items through ``View.add`` with
-    # ``View.model`` set before the first
+    # True when the view can be built from each line's ``node`` (``record_node``) plus one more
+    # reading of the model-visible lines (``OneLine``), and builds its items through
+    # ``View.add`` with ``View.model`` set before the first
     lean = False
     # True when a lean view also keeps its lines' items in a line memo and takes them back from
     # it (``line_memo.LineMemo.begin``, ``items``, ``keep``)

@@ -34,12 +34,11 @@ studies of its source [secondary]) is followed where it is known:
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lookout_cli.formats import CALL_BLOCKS, type_of
+from lookout_cli.formats import CALL_BLOCKS, interned, type_of
 from lookout_cli.jsonl import Record
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
@@ -134,13 +133,12 @@ def node_of(obj: dict) -> Node:
     ``message.id``, a result names its call."""
     values = list(map(obj.get, NODE_FIELDS))
     for at in _INTERNED:
-        if type(values[at]) is str:
-            values[at] = sys.intern(values[at])
+        values[at] = interned(values[at])
     if type(values[0]) is not str or values[0] not in CONVERSATION_TYPES:
         values[_TIMESTAMP] = None  # read only of conversation lines (the leaf, items, usages)
     message = values[_MESSAGE]
     if isinstance(message, dict):
-        mid = _intern(message.get("id"))
+        mid = interned(message.get("id"))
         if isinstance(mid, str) and mid:
             values[Node._AT["requestId"]] = None  # the response's key is its message id then
         usage = message.get("usage")
@@ -152,11 +150,11 @@ def node_of(obj: dict) -> Node:
             usage = None
         content = message.get("content")
         if isinstance(content, list):
-            content = tuple(tuple(_intern(b.get(k)) for k in _BLOCK_KEYS) for b in content
+            content = tuple(tuple(interned(b.get(k)) for k in _BLOCK_KEYS) for b in content
                             if isinstance(b, dict) and ("id" in b or "tool_use_id" in b))
         else:
             content = None
-        values[_MESSAGE] = (mid, _intern(message.get("model")), usage, content)
+        values[_MESSAGE] = (mid, interned(message.get("model")), usage, content)
     else:
         values[_MESSAGE] = None
     return Node(values)
@@ -169,10 +167,6 @@ def plain(node: Any) -> Any:
 
 def revive(kept: Any) -> Any:
     return Node(kept) if type(kept) is tuple else kept  # JSON gives lists, never tuples
-
-
-def _intern(value: Any) -> Any:
-    return sys.intern(value) if type(value) is str else value
 
 
 def is_sidechain(obj: dict) -> bool:

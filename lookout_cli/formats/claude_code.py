@@ -325,6 +325,8 @@ class Adapter(_Base):
             _detach_response(obj, suffix)
             new.append(Record.new(_with_parent_first(obj)))
             parent = fresh
+        for record in [*visible[start:], *setup_records]:
+            record.release()  # read for their copies: a lean record keeps no line
         transcript.append(new)
         return new
 

@@ -19,14 +19,13 @@ import datetime as dt
 import hashlib
 import json
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from lookout_cli import formats
-from lookout_cli.formats import as_str
+from lookout_cli.formats import as_str, interned
 from lookout_cli.errors import LookoutError
 from lookout_cli.jsonl import Record, loads_exact
 from lookout_cli.saved import restore_marker
@@ -227,10 +226,14 @@ class _Entry:
     path: tuple  # path of the payload inside the record's value
     facts: tuple  # _facts(payload)
     ts: str | None = None  # the record's timestamp
-    payload: dict | None = None  # made up: a summary message built from ``compacted.message``
-    synthetic: bool = False  # a summary message built from ``compacted.message``
+    payload: dict | None = None  # made up: the summary message of a compaction without history
     rebuilt: bool = False  # an earlier item that a local compaction carries forward
     truncated: str | None = None  # the text Codex keeps of a rebuilt user message, when cut
+
+    @property
+    def synthetic(self) -> bool:
+        """A summary message built from ``compacted.message`` (no payload in the line)."""
+        return self.payload is not None
 
     def read(self) -> dict:
         """The payload (a lean record reads its line again: ``release()`` it after)."""
@@ -238,7 +241,7 @@ class _Entry:
 
     def carried(self, truncated: str | None = None) -> _Entry:
         """This entry as a local compaction carries it forward."""
-        return _Entry(self.record, self.path, self.facts, self.ts, self.payload, self.synthetic, True, truncated)
+        return _Entry(self.record, self.path, self.facts, self.ts, self.payload, True, truncated)
 
 
 @dataclass(slots=True)
@@ -291,11 +294,11 @@ TYPE, CALL_ID, CALL_NAME, REAL_USER, SETUP_MESSAGE, LOOKOUT_SETUP = range(6)
 
 
 def _facts(payload: dict) -> tuple:
-    kind = _interned(formats.type_of(payload))
+    kind = interned(formats.type_of(payload))
     call_id = payload.get("call_id")
     call = isinstance(call_id, str) and kind is not None and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call"))
     texts = _message_texts(payload) if kind == "message" else []
-    return (kind, call_id if call else None, sys.intern(_call_name(payload)) if call else None,
+    return (kind, call_id if call else None, interned(_call_name(payload)) if call else None,
             _is_real_user_message(payload, texts), _is_setup_message(payload, texts),
             any(setup_key(t) for t in texts))
 
@@ -333,14 +336,14 @@ def _rebuild_local(entries: list, record: Record, ts: str | None) -> list:
     record.release()
     payload = {"type": "message", "role": "user",
                "content": [{"type": "input_text", "text": message if isinstance(message, str) else ""}]}
-    summary = _Entry(record, ("payload", "message"), _facts(payload), ts, payload, synthetic=True)
+    summary = _Entry(record, ("payload", "message"), _facts(payload), ts, payload)
     return setup + users + [summary]
 
 
 def node_of(obj: dict) -> tuple:
     """What a lean transcript keeps of a rollout line: (type, timestamp, what the scan reads of
     the payload, None when the payload is not an object)."""
-    kind, payload = _interned(as_str(obj.get("type"))), obj.get("payload")
+    kind, payload = interned(as_str(obj.get("type"))), obj.get("payload")
     ts = _valid_ts(obj.get("timestamp"))
     if not isinstance(payload, dict):
         return kind, ts, None
@@ -365,7 +368,7 @@ def node_of(obj: dict) -> tuple:
     if kind == "turn_context":
         return kind, ts, (payload.get("model"), payload.get("cwd"))
     if kind == "event_msg":
-        etype = _interned(as_str(payload.get("type")))
+        etype = interned(as_str(payload.get("type")))
         if etype == "token_count":
             info = payload.get("info")
             return kind, ts, (etype, _token_count(info) if isinstance(info, dict) else None)
@@ -377,11 +380,6 @@ def node_of(obj: dict) -> tuple:
             return kind, ts, (etype, urls)
         return kind, ts, (etype, None)
     return kind, ts, ()
-
-
-def _interned(name: str | None) -> str | None:
-    """A type name, one copy for every line (a parsed line's strings are its own)."""
-    return name if name is None else sys.intern(name)
 
 
 def _token_count(info: dict) -> tuple[bytes, tuple | None]:
@@ -528,7 +526,7 @@ class Adapter(formats.Adapter):
         tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
         for entry in scan.entries:
             builder.entry(entry, tools)
-        builder.done()
+        builder.line.close()
         return view
 
     # --- editing ------------------------------------------------------------------------------
@@ -754,6 +752,8 @@ class Adapter(formats.Adapter):
         ts = now_timestamp()
         compacted = self._new_line("compacted", {"message": text, "replacement_history": history}, reference, ts)
         event = self._new_line("event_msg", {"type": "context_compacted"}, reference, ts)
+        if reference is not None:
+            reference.release()  # its envelope was copied: a lean record keeps no line
         transcript.append([compacted, event])
         return [compacted, event]
 
@@ -873,12 +873,7 @@ class _Builder:
         self.message = -1
         self.turn = 0
         self.prev_assistant = False
-        self.held: Record | None = None  # the record whose line was read last
-
-    def done(self) -> None:
-        """Let go of the line read last (a lean record reads it again if it is asked for)."""
-        if self.held is not None:
-            self.held.release()
+        self.line = formats.OneLine()  # a compacted record holds many entries: read it once
 
     def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
         if not same_message and not (assistant and self.prev_assistant):
@@ -891,9 +886,7 @@ class _Builder:
         return self.view.add(item)
 
     def entry(self, entry: _Entry, tools: dict) -> None:
-        if entry.record is not self.held:  # a compacted record holds many entries: read it once
-            self.done()
-            self.held = entry.record
+        self.line.visit(entry.record)
         payload = entry.read()
         kind = formats.type_of(payload)
         ts = entry.ts

@@ -398,20 +398,16 @@ class MessageListAdapter(formats.Adapter):
         build = Builder(view)
         setup_first = {id(r) for r in layout.setup_records}
         done: set[int] = set()
-        held = None  # the record whose line was read last (a lean record reads it again)
+        line = formats.OneLine()
         for msg in layout.messages:
-            if msg.record is not held:
-                if held is not None:
-                    held.release()
-                held = msg.record
+            line.visit(msg.record)
             if id(msg.record) in setup_first and id(msg.record) not in done:
                 done.add(id(msg.record))
                 for items in self.top_setup_items(msg.record, msg.record.data):
                     build.add_message(items, False)
             items, prompt = self.message_items(msg, msg.obj)
             build.add_message(items, prompt)
-        if held is not None:
-            held.release()
+        line.close()
         for record in layout.setup_records:  # setup records without messages
             if id(record) not in done:
                 for items in self.top_setup_items(record, record.data):
