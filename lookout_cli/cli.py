@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 
 import click
 
@@ -83,6 +82,13 @@ def cli() -> None:
     """
 
 
+def _traceback(verbose: bool) -> None:
+    if verbose:  # imported only here: traceback costs every run 2 ms
+        import traceback
+
+        traceback.print_exc()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI with lookout's exit codes (click's own get Ctrl-C and closed pipes wrong)."""
     args = sys.argv[1:] if argv is None else argv
@@ -107,14 +113,12 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("lookout: error: out of memory (is a record unreasonably large?)", err=True)
         sys.exit(ExitCode.ERROR)
     except OSError as exc:
-        if verbose:
-            traceback.print_exc()
+        _traceback(verbose)
         name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         click.echo(f"lookout: error: {name}{exc.strerror or exc}", err=True)
         sys.exit(ExitCode.ERROR)
     except Exception as exc:  # an unexpected failure still gets one line and exit 2
-        if verbose:
-            traceback.print_exc()
+        _traceback(verbose)
         click.echo(f"lookout: error: internal error: {type(exc).__name__}: {exc} (run with -v for details)", err=True)
         sys.exit(ExitCode.ERROR)
     sys.exit(result if isinstance(result, int) else ExitCode.OK)

@@ -13,10 +13,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import hashlib
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -50,6 +48,8 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
             yield handle
         return
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # not on the paths that write nothing (0.005 s: shutil, random, bz2, lzma)
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -126,6 +126,7 @@ def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
     """Write a cache file of ``marshal`` values headed by the sha256 of the rest (replaced
     atomically, never synced): yields ``put``, which appends a value after its length; the hash
     is written when the block ends. Read back with ``sealed_values``."""
+    import hashlib
     import marshal
 
     digest = hashlib.sha256()
@@ -163,6 +164,8 @@ def _values(payload: memoryview) -> Iterator[Any]:
 def _read_sealed(path: str | os.PathLike) -> memoryview | None:
     """What follows the hash of a file ``sealed_writer`` wrote, or None when it is missing,
     torn or damaged (its hash does not match): data that ``marshal`` may then read safely."""
+    import hashlib
+
     try:
         blob = Path(path).read_bytes()
     except OSError:

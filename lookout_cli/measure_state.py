@@ -6,7 +6,7 @@ say the encoding and the schema of the totals):
 
 - the file's identity (device, inode),
 - the offset just past its last complete line (a line still being written is left for later),
-- a guard: sha256 of the 64 bytes before that offset, and of the first 4 KiB of the file,
+- a guard: a hash (BLAKE2b) of the 64 bytes before that offset, and of the first 4 KiB of the file,
 - the running totals the caller keeps (any JSON value).
 
 ``plan()`` compares that with the file as it is now:
@@ -25,7 +25,6 @@ The state lives in ``paths.cache_dir()/state/``, named by a hash of the file's r
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,12 @@ import orjson
 from lookout_cli import paths
 from lookout_cli.fsutil import atomic_write
 
-VERSION = 1
+try:  # Python's own BLAKE2: hashlib would load OpenSSL, a tenth of a re-measure that reads nothing
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python without it
+    from hashlib import blake2b
+
+VERSION = 2  # 2: BLAKE2b guards and names (1: sha256)
 GUARD_BYTES = 64
 HEAD_BYTES = 4096
 
@@ -45,6 +49,8 @@ NEW, UNCHANGED, APPEND, REWRITE, TRUNCATE = "new", "unchanged", "append", "rewri
 
 @dataclass
 class State:
+    """What the last run of a command knew of a file: its identity, its measured size and guard hashes."""
+
     path: str
     key: str
     dev: int
@@ -58,6 +64,8 @@ class State:
 
 @dataclass
 class Plan:
+    """How to read a file again given its state: from where, and what still holds."""
+
     kind: str  # new | unchanged | append | rewrite | truncate
     start: int  # where to start reading (0 unless append/unchanged)
     state: State | None  # the previous state when it still holds (append, unchanged)
@@ -74,12 +82,17 @@ def state_dir() -> Path:
 
 def state_path(path: str | os.PathLike, key: str) -> Path:
     real = os.path.realpath(os.fspath(path))
-    name = hashlib.sha256(f"{real}\0{key}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    name = digest(f"{real}\0{key}".encode("utf-8", "surrogatepass"))[:32]
     return state_dir() / f"{name}.json"
 
 
+def digest(data: bytes) -> str:
+    """A short hex digest of ``data`` for names and guards (not the saved store's sha256)."""
+    return blake2b(data, digest_size=20).hexdigest()
+
+
 def _hash_range(fh, start: int, size: int) -> str:
-    return hashlib.sha256(os.pread(fh.fileno(), size, start)).hexdigest()  # leaves fh where it is
+    return digest(os.pread(fh.fileno(), size, start))  # leaves fh where it is
 
 
 def guards(fh, offset: int) -> tuple[str, str]:

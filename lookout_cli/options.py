@@ -18,7 +18,6 @@ import functools
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -34,11 +33,11 @@ from lookout_cli.jsonl import (
     read_records,
 )
 from lookout_cli.paths import save_dir
-from lookout_cli.saved import SavedStore
 from lookout_cli.term import Reporter
 
 if TYPE_CHECKING:  # pragma: no cover
     from lookout_cli.line_memo import LineMemo
+    from lookout_cli.saved import SavedStore
 
 MAX_WARNED_LINES = 10
 
@@ -203,6 +202,8 @@ class Run:
     @property
     def store(self) -> SavedStore:
         if self._store is None:
+            from lookout_cli.saved import SavedStore  # not imported by a run that saves nothing
+
             root = save_dir(self.save_dir_flag or self.config.get("save_dir"))
             self._store = SavedStore(root, dry_run=self.dry_run, command=self.command, transcript=self.source)
         return self._store
@@ -251,6 +252,8 @@ class Run:
                 return stream, None
         except (AttributeError, OSError, ValueError):
             pass
+        import tempfile  # lazily, as in fsutil.atomic_write
+
         try:  # a pipe, a FIFO, <(process substitution): keep what is read
             return stream, tempfile.TemporaryFile(prefix="lookout-")
         except OSError:

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,8 @@ EXTENSIONS = {
 
 @dataclass(frozen=True, slots=True)
 class Saved:
+    """A file in the saved-output store: its content hash, path and size."""
+
     sha256: str
     path: Path
     nbytes: int
@@ -95,6 +96,8 @@ class SavedStore:
         try:
             if not self.dry_run:
                 self.root.mkdir(parents=True, exist_ok=True)
+                import tempfile  # lazily, as in fsutil.atomic_write
+
                 fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".part-", suffix=".tmp")
             with os.fdopen(fd, "wb") if tmp else contextlib.nullcontext() as handle:
                 for part in parts:

@@ -97,6 +97,8 @@ class Compaction:
 
 @dataclass(slots=True)
 class View:
+    """The model-visible context of a transcript: its items, usages and setup, in order."""
+
     format: str
     items: list[Item] = field(default_factory=list)
     usages: list[Usage] = field(default_factory=list)  # main chain only, in order, deduplicated
