@@ -255,22 +255,46 @@ def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_REC
 
 
 def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                 lineno: int = 0) -> Iterator[Record]:
-    """Yield records from a binary stream, never holding more than one bounded line in memory
-    (numbered from ``lineno`` + 1)."""
-    while True:
-        # The bound is on the record, not its line ending: read two more bytes for a "\r\n".
-        raw = stream.readline(max_record_bytes + 2)
-        if not raw:
-            return
-        lineno += 1
-        ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
-        if len(raw) - ending > max_record_bytes:
-            raise LookoutError(
-                f"line {lineno} is longer than {max_record_bytes:,} bytes "
-                "(raise --max-record-bytes if the input is a real transcript)"
-            )
-        yield Record(lineno, raw)
+                 lineno: int = 0, chunk: int = 1 << 20) -> Iterator[Record]:
+    """Yield records from a binary stream, never holding more than one bounded line (and a
+    chunk) in memory, numbered from ``lineno`` + 1.
+
+    Lines are cut out of chunks with ``bytes.find`` (memchr), not ``readline``, which scans a
+    byte at a time: half the time of reading a file. ``read1`` takes what a pipe has, so a
+    record is passed on as soon as its line is complete."""
+    read = getattr(stream, "read1", stream.read)
+    head: list[bytes] = []  # the part read so far of a line that runs past the chunk
+    held = 0
+    while buf := read(chunk):
+        start = 0
+        while (end := buf.find(b"\n", start) + 1) > 0:
+            if head:
+                head.append(buf[start:end])
+                raw, head, held = b"".join(head), [], 0
+            else:
+                raw = buf[start:end]
+            start = end
+            lineno += 1
+            yield _bounded(Record(lineno, raw), max_record_bytes)
+        if start < len(buf):
+            head.append(buf[start:] if start else buf)
+            held += len(buf) - start
+            if held > max_record_bytes + 2:  # too long whatever ends it: stop before reading more
+                _bounded(Record(lineno + 1, b"".join(head)), max_record_bytes)
+    if head:
+        yield _bounded(Record(lineno + 1, b"".join(head)), max_record_bytes)
+
+
+def _bounded(record: Record, max_record_bytes: int) -> Record:
+    """``record``, or an error when it is over the bound (its line ending not counted)."""
+    raw = record.raw
+    ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
+    if len(raw) - ending > max_record_bytes:
+        raise LookoutError(
+            f"line {record.lineno} is longer than {max_record_bytes:,} bytes "
+            "(raise --max-record-bytes if the input is a real transcript)"
+        )
+    return record
 
 
 class NullStream:

@@ -256,10 +256,9 @@ def _load_toml(text: str) -> _Catalog:
 @lru_cache(maxsize=1)
 def catalog() -> _Catalog:
     """The shipped models.toml, parsed once per process."""
-    from importlib import resources
+    from lookout_cli import data as shipped
 
-    text = (resources.files("lookout_cli.data") / "models.toml").read_text(encoding="utf-8")
-    return _load_toml(text)
+    return _load_toml(shipped.read_bytes("models.toml").decode("utf-8"))
 
 
 def known_models() -> list[str]:

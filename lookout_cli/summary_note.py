@@ -22,9 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli.saved import CLEARED_PREFIX
-from lookout_cli.view import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item
+from lookout_cli.view import IMAGE, NOTE_TITLE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item
 
-TITLE = "# Summary of the earlier conversation (written by lookout compact)"
 PREAMBLE = (
     "This session continues from an earlier conversation that was compacted. The summary below "
     "covers the earlier turns; the most recent turns follow it word for word. Treat it as what "
@@ -543,7 +542,7 @@ def _more(name: str, cut: dict[str, int], what: str = "entries") -> list[str]:
 
 
 def _render(d: Digest, cut: dict[str, int]) -> str:
-    out = [TITLE, "", PREAMBLE, ""]
+    out = [NOTE_TITLE, "", PREAMBLE, ""]
     out += ["## Goal", d.goal or "(no request recorded)", ""]
 
     out += ["## Constraints and preferences",
@@ -624,12 +623,12 @@ def _file_line(path: str, n: int, what: str) -> str:
 # --- reading an earlier note back -------------------------------------------------------------
 
 def is_note(text: str) -> bool:
-    return TITLE in text
+    return NOTE_TITLE in text
 
 
 def parse(text: str) -> Digest | None:
     """The facts of an earlier lookout note (None when ``text`` is not one)."""
-    start = text.find(TITLE)
+    start = text.find(NOTE_TITLE)
     if start < 0:
         return None
     body = text[start:]

@@ -112,12 +112,13 @@ def read_ranks(name: str, gz_bytes: bytes | None = None) -> dict[bytes, int]:
     import binascii
     import gzip
     import zlib
-    from importlib import resources
+
+    from lookout_cli import data as shipped
 
     spec = _spec(name)
     if gz_bytes is None:
         try:
-            gz_bytes = (resources.files("lookout_cli.data") / spec.filename).read_bytes()
+            gz_bytes = shipped.read_bytes(spec.filename)
         except OSError as e:
             raise LookoutError(
                 f"token rank file {spec.filename} is missing from the lookout package ({e}); "

@@ -23,6 +23,9 @@ SUMMARY = "summary"  # a compaction summary the agent (or lookout) wrote
 NOTICE = "notice"  # harness-injected text: caveats, command output, system reminders
 SETUP = "setup"  # system prompt, tool definitions, rules, environment, memory, skills
 
+# The first line of the summary note ``compact`` writes (summary_note): how every format knows it
+NOTE_TITLE = "# Summary of the earlier conversation (written by lookout compact)"
+
 KINDS = (TEXT, THINKING, TOOL_CALL, TOOL_RESULT, IMAGE, SUMMARY, NOTICE, SETUP)
 
 ASSISTANT_ROLES = ("assistant",)

@@ -87,7 +87,7 @@ def test_second_compaction_updates_the_first_note():
     newer.files_read = {"src/cli.py": 2}
     merged = sn.merge(parsed, newer)
     note2 = sn.render(merged)
-    assert note2.count(sn.TITLE) == 1  # one note, not a summary of a summary
+    assert note2.count(sn.NOTE_TITLE) == 1  # one note, not a summary of a summary
     assert "<earlier-summary>" not in note2
     for text in first.user_messages + ["Also rename the CLI flag to --storage."]:
         assert f"<user-message>\n{text}\n</user-message>" in note2

@@ -59,6 +59,37 @@ def test_record_size_is_bounded():
     assert len(list(read_records(io.BytesIO(b"y" * 99 + b"\n"), max_record_bytes=100))) == 1
 
 
+def test_lines_are_cut_the_same_whatever_the_chunks():
+    """Lines are cut out of chunks: a line across two or many chunks, a CRLF split between two,
+    an empty line, a last line without a newline come out as their bytes."""
+    lines = [b'{"a":1}\n', b"\n", b"x" * 50 + b"\r\n", b"y" * 7 + b"\n", b'{"last":true}']
+    data = b"".join(lines)
+    for chunk in (1, 2, 3, 7, 8, 9, 64, 1 << 20):
+        got = list(read_records(io.BytesIO(data), chunk=chunk))
+        assert [r.raw for r in got] == lines, chunk
+        assert [r.lineno for r in got] == [1, 2, 3, 4, 5]
+
+
+def test_an_endless_line_stops_the_read_within_the_bound():
+    """A stream that never ends its line is refused once it is over the bound, not read whole."""
+
+    class Endless(io.RawIOBase):
+        given = 0
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            buffer[:] = b"z" * len(buffer)
+            self.given += len(buffer)
+            return len(buffer)
+
+    stream = Endless()
+    with pytest.raises(LookoutError, match="line 2 is longer than 1,000 bytes"):
+        list(read_records(stream, max_record_bytes=1000, lineno=1, chunk=256))
+    assert stream.given <= 1000 + 2 + 256
+
+
 def test_appending_after_a_line_without_newline_inserts_one():
     out = io.BytesIO()
     writer = RecordWriter(out)

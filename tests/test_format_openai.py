@@ -348,10 +348,10 @@ def test_compact_keep_nothing(tmp_path):
 
 
 def test_lookout_note_keeps_its_own_title(tmp_path):
-    from lookout_cli.summary_note import TITLE
+    from lookout_cli.view import NOTE_TITLE
 
     transcript = load(BODIES)
-    note = TITLE + "\n\nGoal: list src."
+    note = NOTE_TITLE + "\n\nGoal: list src."
     _compact(transcript, note, prompts(transcript.view())[-1], Saver(tmp_path))
     view = reread(transcript).view()
     [summary] = [i for i in view.items if i.kind == SUMMARY]

@@ -32,9 +32,9 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats.claude_items import b64_size
 from lookout_cli.jsonl import Record, loads_exact
 from lookout_cli.saved import carrying
-from lookout_cli.summary_note import TITLE as NOTE_TITLE
 from lookout_cli.view import (
     IMAGE,
+    NOTE_TITLE,
     NOTICE,
     SETUP,
     SUMMARY,
