@@ -125,6 +125,7 @@ def is_map(value: Any) -> bool:
 _INTERNED = [Node._AT[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
 _MESSAGE, _TIMESTAMP = Node._AT["message"], Node._AT["timestamp"]
 _BLOCK_KEYS = NodeBlock.KEYS
+_TYPE, _ID, _NAME, _USE_ID = (NodeBlock._AT[k] for k in ("type", "id", "name", "tool_use_id"))
 
 
 def node_of(obj: dict) -> Node:
@@ -188,20 +189,48 @@ def message_id(obj: dict) -> str | None:
 
 
 def tool_result_ids(obj: dict) -> list[str]:
+    if type(obj) is Node:  # the blocks' plain tuples, read by position: this runs for every line
+        return [b[_USE_ID] for b in _node_blocks(obj) if b[_TYPE] == "tool_result" and type(b[_USE_ID]) is str]
     return [b.get("tool_use_id") for b in blocks(obj)
             if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)]
 
 
 def tool_use_ids(obj: dict) -> list[str]:
+    if type(obj) is Node:
+        return [b[_ID] for b in _node_blocks(obj) if b[_TYPE] in CALL_BLOCKS and type(b[_ID]) is str]
     return [b.get("id") for b in blocks(obj) if b.get("type") in CALL_BLOCKS and isinstance(b.get("id"), str)]
+
+
+def tool_calls(obj: dict) -> list[tuple[str, str]]:
+    """(id, name) of each tool call a line's message makes."""
+    if type(obj) is Node:
+        return [(b[_ID], b[_NAME]) for b in _node_blocks(obj)
+                if b[_TYPE] in CALL_BLOCKS and type(b[_ID]) is str and type(b[_NAME]) is str]
+    return [(b.get("id"), b.get("name")) for b in blocks(obj) if b.get("type") in CALL_BLOCKS
+            and isinstance(b.get("id"), str) and isinstance(b.get("name"), str)]
+
+
+def usage_of(obj: dict) -> tuple[Any, dict | Fields] | None:
+    """(model, usage) of a line's message when it records a usage object, else None."""
+    if type(obj) is Node:
+        message = obj[_MESSAGE]
+        if message is None or message[2] is None:
+            return None
+        return message[1], NodeUsage(message[2])
+    message = obj.get("message")
+    usage = message.get("usage") if is_map(message) else None
+    return (message.get("model"), usage) if is_map(usage) else None
+
+
+def _node_blocks(node: Node) -> tuple:
+    message = node[_MESSAGE]
+    return (message[3] or ()) if message is not None else ()
 
 
 def blocks(obj: dict) -> list | tuple:
     """The content blocks of a line's message that are objects (a node's are those with ids)."""
     if type(obj) is Node:
-        message = obj[_MESSAGE]
-        content = message[3] if message is not None else None
-        return tuple(map(NodeBlock, content)) if content else ()
+        return tuple(map(NodeBlock, _node_blocks(obj)))
     message = obj.get("message")
     content = message.get("content") if is_map(message) else None
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else ()

@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
-from lookout_cli.formats.claude_chain import Chain, blocks, is_map, message_id
+from lookout_cli.formats.claude_chain import Chain, is_map, message_id, tool_calls, usage_of
 from lookout_cli.line_memo import has_prompt, unpack
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
@@ -457,13 +457,8 @@ def chain_model(chain: Chain) -> str | None:
     return None
 
 
-def _tool_names(obj: dict):
-    if obj.get("type") != "assistant":
-        return
-    for block in blocks(obj):
-        tid, name = block.get("id"), block.get("name")
-        if block.get("type") in CALL_BLOCKS and isinstance(tid, str) and isinstance(name, str):
-            yield tid, name
+def _tool_names(obj: dict) -> list[tuple[str, str]]:
+    return tool_calls(obj) if obj.get("type") == "assistant" else []
 
 
 def _tool_use_result_image(obj: dict) -> tuple | None:
@@ -481,12 +476,10 @@ def _int(value: Any) -> int:
 def _usage(record, obj: dict) -> Usage | None:
     if obj.get("type") != "assistant" or obj.get("isApiErrorMessage") is True:
         return None
-    message = obj.get("message")
-    if not is_map(message) or message.get("model") == "<synthetic>":
+    found = usage_of(obj)
+    if found is None or found[0] == "<synthetic>":
         return None
-    usage = message.get("usage")
-    if not is_map(usage):
-        return None
+    model, usage = found
     creation = usage.get("cache_creation") if is_map(usage.get("cache_creation")) else {}
     result = Usage(
         record=record,
@@ -495,7 +488,7 @@ def _usage(record, obj: dict) -> Usage | None:
         cache_read=_int(usage.get("cache_read_input_tokens")),
         output=_int(usage.get("output_tokens")),
         cache_write_1h=_int(creation.get("ephemeral_1h_input_tokens")),
-        model=message.get("model") if isinstance(message.get("model"), str) else None,
+        model=model if isinstance(model, str) else None,
         timestamp=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
     )
     if result.prompt + result.output == 0:  # placeholders and trimmed fixtures: no real usage
