@@ -241,8 +241,13 @@ def error_line(text: str) -> str | None:
 
 
 def exit_code(text: str) -> int | None:
-    match = EXIT_RE.search(text[:2000]) or EXIT_RE.search(text[-2000:])
-    return int(match.group(1)) if match else None
+    """The exit status an output reports near its start or its end, if any."""
+    for part in (text[:2000], text[-2000:]):
+        # most outputs say no "exit": the case-blind regex alone tries every position of both ends
+        match = EXIT_RE.search(part) if "exit" in part.lower() else None
+        if match:
+            return int(match.group(1))
+    return None
 
 
 # --- the digest: facts collected from the items being summarized ------------------------------
