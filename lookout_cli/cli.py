@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> None:
     # A command builds a small object or two per line of its transcript and keeps them to the
     # end, with next to no cycles: Python's default (a collection every 700 new objects, the
     # oldest generation walked as it grows) spent 5-10% of a re-measure walking them.
-    gc.freeze()
     gc.set_threshold(100_000, 20, 100)
     verbose = "-v" in args or "--verbose" in args or bool(os.environ.get("LOOKOUT_DEBUG"))
     try:
