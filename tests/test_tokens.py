@@ -402,6 +402,15 @@ def test_estimate_is_close_to_real_counts_and_beats_chars_over_4():
     assert statistics.median(err) < statistics.median(err4)
 
 
+def test_estimate_looks_for_runs_only_where_one_may_be(monkeypatch):
+    """The one-pass look for runs of -=_*#. gives what counting every run everywhere gives."""
+    texts = ["a----b", "-=-=-=-=", "--==__**", "....", "x" * 40 + "####", "__init__", "=" * 30 + " ok " + "." * 7,
+             "- = _ * # .", "***-***", "no runs at all", "ab" * 100 + "----" + "...." * 3]
+    fast = [tokens.estimate(t) for t in texts]
+    monkeypatch.setattr(tokens, "_RUN_MARKS", b"R" * 256)  # every text looks as if it had one
+    assert [tokens.estimate(t) for t in texts] == fast
+
+
 def test_estimate_base64_and_edges():
     import base64
     import random
