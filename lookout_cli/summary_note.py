@@ -515,14 +515,16 @@ def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool]) -> dict[s
     order = ["decisions", "done", "findings", "files_read", "commands", "keep_excerpts", "attached",
              "earlier", "errors", "files_changed", "user_messages"]
     for name in order:
-        while not fits(_render(d, cut)):
+        fit = fits(_render(d, cut))  # each cut is rendered and sized once: a long session's note is large
+        while not fit:
             total = len(_list(d, name))
             kept = total - cut.get(name, 0)
             floor = 1 if name in ("user_messages", "errors", "files_changed") else 0
             if kept <= floor:
                 break
             cut[name] = cut.get(name, 0) + max(1, (kept - floor + 1) // 2)
-        if fits(_render(d, cut)):
+            fit = fits(_render(d, cut))
+        if fit:
             break
     return cut
 
