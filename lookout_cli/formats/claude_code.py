@@ -260,7 +260,7 @@ class Adapter(_Base):
         trigger = metadata.get("trigger") or "manual"
         pre = metadata.get("pre_tokens")
         if not isinstance(pre, int):
-            usages = self.view(transcript).usages
+            usages = transcript.view().usages
             pre = usages[-1].prompt + usages[-1].output if usages else 0
         compact_meta: dict[str, Any] = {"trigger": trigger, "preTokens": pre}
         if isinstance(metadata.get("post_tokens"), int):
@@ -296,8 +296,10 @@ class Adapter(_Base):
         if summary is None:
             summary_line[TRUNCATED_FIELD] = True
         new = [Record.new(boundary), Record.new(summary_line)]
-        # setup lines before the kept part stay in the context (rules, skills, lookout setup)
-        view = build_view(chain, self.name)
+        # setup lines before the kept part stay in the context (rules, skills, lookout setup);
+        # the transcript's view (patched in place by the stages before) names them as well as
+        # a new one would, without reading every visible line again
+        view = transcript.view()
         kept = {id(r) for r in visible[start:]}
         setup_records: list[Record] = []
         for item in view.items:
