@@ -166,12 +166,14 @@ class Gauge:
         self.store = store
         self.originals = originals if originals is not None else {}
 
-    def measure(self, view: View):
-        m = self.meter.measure(view, self.settings, counter=self.counter, model_info=self.model_info)
-        self._recalibrate(view, m)
+    def measure(self, view: View, tokens: list[int] | None = None):
+        """The meter of ``view``, whose items' tokens are ``tokens`` when known."""
+        tokens = self.tokens(view) if tokens is None else tokens
+        m = self.meter.measure(view, self.settings, counter=self.counter, model_info=self.model_info, tokens=tokens)
+        self._recalibrate(view, m, tokens)
         return m
 
-    def _recalibrate(self, view: View, m) -> None:
+    def _recalibrate(self, view: View, m, tokens: list[int]) -> None:
         """The provider's last count predates what lookout cleared before it, so the calibration
         must compare it with the estimate of what the provider saw: cleared parts count at their
         original size (named in the placeholder, or read back from the store)."""
@@ -181,7 +183,6 @@ class Gauge:
         response = self.meter.locate(view, usage) if usage is not None else None
         if response is None:
             return
-        tokens = self.tokens(view)
         extra = 0
         for item, t in zip(view.items[: response.start], tokens):
             if item.kind == TOOL_RESULT and MARKER in item.text:
@@ -324,9 +325,10 @@ class Compactor:
             for n, record in enumerate(records, 1):
                 record.lineno = n
             self.transcript.invalidate()
-        self._view = self.transcript.view()
-        self._tokens = None
-        self._meter = self.gauge.measure(self._view)
+        view = self.transcript.view()
+        if view is not self._view or self._tokens is None:  # else its tokens were patched as it was
+            self._view, self._tokens = view, self.gauge.tokens(view)
+        self._meter = self.gauge.measure(view, self._tokens)
         self.dirty = False
         return self._meter
 

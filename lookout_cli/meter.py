@@ -1015,9 +1015,11 @@ def series(view: View, found: list[Response]) -> list[dict]:
     return points
 
 
-def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None) -> Meter:
+def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,
+            tokens: list[int] | None = None) -> Meter:
     """Measure a view. ``model_info`` is a ``models.Model`` (looked up from the settings when
-    None); ``budget_info`` a ``budget.Budget`` (built from the model and settings when None)."""
+    None); ``budget_info`` a ``budget.Budget`` (built from the model and settings when None);
+    ``tokens`` the items' tokens when the caller has them (``item_tokens``)."""
     from lookout_cli import tokens as toks
 
     model_name = settings.model or view.model
@@ -1027,7 +1029,8 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     if counter is None:
         counter = toks.TokenCounter.for_model(model_name, exact=not settings.estimate)
     provider = image_provider(model_name, view.format)
-    tokens = item_tokens(view, counter, provider)
+    if tokens is None:
+        tokens = item_tokens(view, counter, provider)
     positions = _Positions(view)  # for every usage located below
     found = responses(view, positions)
     first = found[0] if found else None
