@@ -619,3 +619,21 @@ def test_new_lines_copy_extra_envelope_fields():
     last = json.loads(dump(t).splitlines()[-1])
     assert last["ordinal"] == 0 and last["type"] == "event_msg"  # line 118 carries an ordinal
     assert copy.deepcopy(last) == last
+
+
+def test_a_wrapped_output_reads_the_same_through_orjson_and_the_standard_library():
+    """Reading a 0.5x wrapped shell output tries orjson first; what orjson refuses (NaN, a lone
+    surrogate) is read by the standard library, so every wrapper gives what it gave before."""
+    from lookout_cli.formats.codex import _parse_wrapped
+
+    wrappers = [
+        '{"output":"ok\\n","metadata":{"exit_code":0,"duration_seconds":0.5}}',
+        '{"output":"fail","metadata":{"exit_code":2}}',
+        '{"output":"half \\ud800 a surrogate","metadata":{"exit_code":1}}',
+        '{"output":"x","metadata":{"duration_seconds":NaN}}',
+        '{"output":["not","text"]}', '["output"]', '{"output": "unclosed', "plain text",
+    ]
+    for text in wrappers:
+        assert _parse_wrapped(text, exact=False) == _parse_wrapped(text) or text.count("NaN"), text
+    nan = _parse_wrapped(wrappers[3], exact=False)
+    assert nan is not None and nan["output"] == "x"  # NaN != NaN: compared by its text
