@@ -12,26 +12,15 @@ from typing import Any
 import orjson
 
 from lookout_cli.jsonl import Record
+from lookout_cli.kinds import (  # the view's words, here with its classes for the modules that use both
+    ASSISTANT_ROLES, IMAGE, KINDS, NOTE_TITLE, NOTICE, SETUP, SETUP_PARTS, SUMMARY, TEXT, THINKING, TOOL_CALL,
+    TOOL_RESULT,
+)
 
-# Item kinds
-TEXT = "text"
-THINKING = "thinking"
-TOOL_CALL = "tool_call"
-TOOL_RESULT = "tool_result"
-IMAGE = "image"
-SUMMARY = "summary"  # a compaction summary the agent (or lookout) wrote
-NOTICE = "notice"  # harness-injected text: caveats, command output, system reminders
-SETUP = "setup"  # system prompt, tool definitions, rules, environment, memory, skills
-
-# The first line of the summary note ``compact`` writes (summary_note): how every format knows it
-NOTE_TITLE = "# Summary of the earlier conversation (written by lookout compact)"
-
-KINDS = (TEXT, THINKING, TOOL_CALL, TOOL_RESULT, IMAGE, SUMMARY, NOTICE, SETUP)
-
-ASSISTANT_ROLES = ("assistant",)
-
-# Setup parts (Item.setup)
-SETUP_PARTS = ("system", "tools", "rules", "environment", "memory", "skills")
+__all__ = [
+    "ASSISTANT_ROLES", "IMAGE", "KINDS", "NOTE_TITLE", "NOTICE", "SETUP", "SETUP_PARTS", "SUMMARY", "TEXT",
+    "THINKING", "TOOL_CALL", "TOOL_RESULT", "ImageRef", "Item", "Usage", "Compaction", "View", "arguments",
+]
 
 
 @dataclass(slots=True)

@@ -145,14 +145,15 @@ def _with_cwd(record: bytes, cwd: str) -> bytes:
 
 def test_a_reuse_loads_no_tokenizer_parser_or_openssl(session):
     """Hooks and status lines re-measure an unchanged file most often: that run imports no
-    tokenizer, no format adapter, no hashlib (OpenSSL takes a tenth of it), no tempfile."""
+    tokenizer, no format adapter, no view classes, no hashlib (OpenSSL takes a tenth of it),
+    no tempfile."""
     import subprocess
     import sys
 
     measure(session, "--no-discover")
     code = ("import sys\nfrom lookout_cli.cli import main\nsys.stdout = open(sys.argv[1], 'w')\n"
             "try:\n    main(['measure', '-q', '--no-discover', sys.argv[2]])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m in ('tiktoken', 'hashlib', 'tempfile', 'PIL')\n"
+            "print(sorted(m for m in sys.modules if m in ('tiktoken', 'hashlib', 'tempfile', 'PIL', 'lookout_cli.view')\n"
             "             or m.startswith(('lookout_cli.formats.', 'lookout_cli.token'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code, os.devnull, str(session)], capture_output=True, text=True,
                           env=os.environ)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from lookout_cli.errors import LookoutError
 from lookout_cli.jsonl import Record
-from lookout_cli.view import Item, View
+
+if TYPE_CHECKING:  # pragma: no cover - imported by the adapters, which build views
+    from lookout_cli.view import Item, View
 
 # name -> module inside lookout_cli.formats; imported only when needed
 ADAPTERS = {
@@ -90,7 +92,12 @@ class Transcript:
     def view(self) -> View:
         """The model-visible view, built once and rebuilt after ``invalidate()``."""
         if self._view is None:
-            self._view = self.adapter.view(self) if self.adapter else View(format="unknown")
+            if self.adapter is None:
+                from lookout_cli.view import View
+
+                self._view = View(format="unknown")
+            else:
+                self._view = self.adapter.view(self)
         return self._view
 
     def invalidate(self) -> None:
