@@ -114,17 +114,17 @@ def test_a_rewritten_file_parses_only_what_changed(grown, monkeypatch):
     path, _ = grown
     report(path)
     lines = lines_of(path)
-    results = changed = 0
-    for n, line in enumerate(lines):  # shorten every other tool result, as a compaction would
+    changed = 0
+    for n, line in enumerate(lines):  # shorten the tool results, as a compaction would
         obj = json.loads(line)
         content = obj.get("message", {}).get("content") if isinstance(obj.get("message"), dict) else None
         if isinstance(content, list) and content and content[0].get("type") == "tool_result":
-            results += 1
-            if results % 2 == 0:
-                content[0]["content"] = "[cleared]"
-                lines[n] = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-                changed += 1
-    assert changed >= 3
+            content[0]["content"] = "[cleared]"
+            lines[n] = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+            changed += 1
+    # the generated session is made of the repository's own text, so how many results it holds
+    # moves with the sources: all of them are changed, and the rest of the lines are not
+    assert 3 <= changed < len(lines) // 4
     replaced = path.with_suffix(".new")
     replaced.write_bytes(b"".join(lines))
     os.replace(replaced, path)  # another inode at the path, as compact -i leaves it
