@@ -14,13 +14,13 @@ first recorded prompt), or a sum of two (``exact+estimated``).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime as dt
 import json
 import os
 import re
 import shlex
 from collections.abc import Callable, Iterable
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
