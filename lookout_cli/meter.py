@@ -14,7 +14,6 @@ first recorded prompt), or a sum of two (``exact+estimated``).
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import datetime as dt
 import json
 import os
@@ -117,42 +116,11 @@ def item_tokens(view: View, counter, provider: str | None = None) -> list[int]:
     return out
 
 
-def record(cls: type) -> type:
-    """A record of the meter's figures: a dataclass with slots and an ``__init__`` made without
-    compiling code. ``dataclass`` compiles an ``__init__``, ``__eq__`` and ``__repr__`` for each
-    class as its module loads, most of this module's import, which a measure that reuses its
-    figures (0.1 s in all) pays every time. The records are compared and shown as their JSON
-    (``meter_report.to_dict``)."""
-    cls = dataclass(slots=True, init=False, eq=False, repr=False)(cls)
-    cls.__init__ = _init_of(cls)
-    return cls
-
-
-def _init_of(cls: type) -> Callable[..., None]:
-    """The ``__init__`` ``dataclass`` would write for ``cls``: arguments by position or name,
-    else the field's default (or what its factory makes)."""
-    names = tuple(f.name for f in dataclasses.fields(cls))
-    defaults = {f.name: f for f in dataclasses.fields(cls)
-                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(names):
-            raise TypeError(f"{cls.__name__}() takes {len(names)} arguments, not {len(args)}")
-        for name, value in zip(names, args):
-            setattr(self, name, value)
-        for name in names[len(args):]:
-            if name in kwargs:
-                setattr(self, name, kwargs.pop(name))
-            elif name in defaults:
-                f = defaults[name]
-                setattr(self, name, f.default if f.default_factory is dataclasses.MISSING else f.default_factory())
-            else:
-                raise TypeError(f"{cls.__name__}() is missing {name!r}")
-        if kwargs:
-            raise TypeError(f"{cls.__name__}() got {', '.join(sorted(kwargs))} twice or unknown")
-
-    __init__.__qualname__ = f"{cls.__name__}.__init__"
-    return __init__
+# The meter's records hold plain figures, compared and shown as their JSON (meter_report.to_dict):
+# no generated __eq__ and __repr__, two of the three functions a dataclass compiles as its
+# module loads (a measure that reuses its figures takes 0.1 s, a fifth of it importing these).
+# Their __init__ stays compiled: a measure builds thousands of parts, results and responses.
+record = dataclass(slots=True, eq=False, repr=False)
 
 
 # --- parts --------------------------------------------------------------------------------------

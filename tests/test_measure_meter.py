@@ -80,17 +80,3 @@ def test_read_targets_from_tool_call_arguments(tool, args, expected):
 def test_meter_state_thresholds(pct, state):
     assert meter.meter_state(pct, 75, 83.5) == state
 
-
-def test_the_meter_records_are_built_as_dataclasses_would_build_them():
-    """The records' shared __init__ (meter.record): by position or name, defaults, a fresh value
-    from a factory each time, and the errors dataclasses would raise."""
-    from lookout_cli.meter import Part, Settings
-
-    part = Part("setup", "system", "System prompt", tokens=5)
-    assert (part.tokens, part.items, part.basis, part.source, part.children) == (5, 0, "estimated", None, [])
-    assert Part("setup", "tools", "Tools").children is not part.children
-    assert Settings(model="m").setup_files == {} and Settings().discover_rules is True
-    for bad in (lambda: Part(), lambda: Part("a", "b", "c", key="k"), lambda: Part("a", "b", "c", nope=1),
-                lambda: Part(*range(9))):
-        with pytest.raises(TypeError):
-            bad()
