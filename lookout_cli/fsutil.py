@@ -95,7 +95,7 @@ def write_new(path: str, data: bytes) -> None:
     try:
         with open(fd, "wb") as handle:
             handle.write(data)
-        keep_new(tmp, path)
+        _take_name(tmp, path)  # checked above: a writer since then wrote the same bytes
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -108,6 +108,10 @@ def keep_new(tmp: str, path: str) -> None:
     if os.path.exists(path):
         os.unlink(tmp)
         return
+    _take_name(tmp, path)
+
+
+def _take_name(tmp: str, path: str) -> None:
     try:
         os.replace(tmp, path)
     except FileNotFoundError:  # its folder is new

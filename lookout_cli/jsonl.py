@@ -275,26 +275,27 @@ def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_B
                 raw = buf[start:end]
             start = end
             lineno += 1
-            yield _bounded(Record(lineno, raw), max_record_bytes)
+            yield _bounded(lineno, raw, max_record_bytes)
         if start < len(buf):
             head.append(buf[start:] if start else buf)
             held += len(buf) - start
             if held > max_record_bytes + 2:  # too long whatever ends it: stop before reading more
-                _bounded(Record(lineno + 1, b"".join(head)), max_record_bytes)
+                raise _too_long(lineno + 1, max_record_bytes)
     if head:
-        yield _bounded(Record(lineno + 1, b"".join(head)), max_record_bytes)
+        yield _bounded(lineno + 1, b"".join(head), max_record_bytes)
 
 
-def _bounded(record: Record, max_record_bytes: int) -> Record:
-    """``record``, or an error when it is over the bound (its line ending not counted)."""
-    raw = record.raw
+def _bounded(lineno: int, raw: bytes, max_record_bytes: int) -> Record:
+    """The record of line ``lineno``, unless it is over the bound (its line ending not counted)."""
     ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
     if len(raw) - ending > max_record_bytes:
-        raise LookoutError(
-            f"line {record.lineno} is longer than {max_record_bytes:,} bytes "
-            "(raise --max-record-bytes if the input is a real transcript)"
-        )
-    return record
+        raise _too_long(lineno, max_record_bytes)
+    return Record(lineno, raw)
+
+
+def _too_long(lineno: int, max_record_bytes: int) -> LookoutError:
+    return LookoutError(f"line {lineno} is longer than {max_record_bytes:,} bytes "
+                        "(raise --max-record-bytes if the input is a real transcript)")
 
 
 class NullStream:

@@ -120,12 +120,12 @@ def item_tokens(view: View, counter, provider: str | None = None) -> list[int]:
 # no generated __eq__ and __repr__, two of the three functions a dataclass compiles as its
 # module loads (a measure that reuses its figures takes 0.1 s, a fifth of it importing these).
 # Their __init__ stays compiled: a measure builds thousands of parts, results and responses.
-record = dataclass(slots=True, eq=False, repr=False)
+_record = dataclass(slots=True, eq=False, repr=False)
 
 
 # --- parts --------------------------------------------------------------------------------------
 
-@record
+@_record
 class Part:
     """One row of what fills the context: a setup source or a kind of conversation content."""
 
@@ -139,7 +139,7 @@ class Part:
     children: list[Part] = field(default_factory=list)  # tool results by tool
 
 
-@record
+@_record
 class ToolResult:
     """A tool result in the context, with the call that asked for it (the largest are listed)."""
 
@@ -184,7 +184,7 @@ def setup_key(item: Item) -> str | None:
     return None
 
 
-@record
+@_record
 class SetupSource:
     """Setup the transcript does not record: from a flag's file or a discovered rules file."""
 
@@ -228,7 +228,7 @@ def discover_rules(cwd: str | None) -> list[SetupSource]:
 
 # --- responses and provider counts --------------------------------------------------------------
 
-@record
+@_record
 class Response:
     """Where one recorded usage sits in the view: the items before it were its prompt."""
 
@@ -315,7 +315,7 @@ def last_usage(view: View) -> Usage | None:
     return view.usages[-1] if view.usages else None
 
 
-@record
+@_record
 class LastResponse:
     """The provider's own count for the last response: its prompt's parts and its output."""
 
@@ -360,7 +360,7 @@ def calibration_ratio(provider: int, estimate: int | None) -> float | None:
 
 # --- the context used ---------------------------------------------------------------------------
 
-@record
+@_record
 class Used:
     """Tokens the next request will carry, and what that figure rests on."""
 
@@ -411,7 +411,7 @@ def context_used(view: View, tokens: list[int], setup_tokens: int, setup_inferre
 
 # --- cache and cost -----------------------------------------------------------------------------
 
-@record
+@_record
 class CacheTotals:
     """The provider's cache figures summed over every request of the main chain."""
 
@@ -447,7 +447,7 @@ def cache_totals(usages: Iterable[Usage]) -> CacheTotals:
     return totals
 
 
-@record
+@_record
 class Cost:
     """What the requests cost at the models' list prices, by kind of token."""
 
@@ -525,7 +525,7 @@ def parse_time(text: str | None) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-@record
+@_record
 class WarmCache:
     """How long the provider's prompt cache stays warm after the last response."""
 
@@ -577,7 +577,7 @@ def iso(when: dt.datetime) -> str:
 
 # --- compactions --------------------------------------------------------------------------------
 
-@record
+@_record
 class CompactionRow:
     """One compaction the transcript records: where, when, why and what it kept."""
 
@@ -705,7 +705,7 @@ def read_target(item: Item) -> tuple[str, str] | None:
     return None
 
 
-@record
+@_record
 class DuplicateRead:
     """A file read more than once while its earlier reads are still in the context."""
 
@@ -717,7 +717,7 @@ class DuplicateRead:
     ranges: list[str] = field(default_factory=list)  # "" = the whole file
 
 
-@record
+@_record
 class Reclaimable:
     """Something compact or clear-images could take out of the context, and what it frees."""
 
@@ -815,7 +815,7 @@ def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE,
 
 # --- everything together ------------------------------------------------------------------------
 
-@record
+@_record
 class Settings:
     """What a measure depends on besides the transcript: flags, configuration and the time."""
 
@@ -834,7 +834,7 @@ class Settings:
     reserved: int | None = None  # compaction.reserved
 
 
-@record
+@_record
 class BudgetFigures:
     """The model's context window, the budget set against it, the reserve and when compaction is due."""
 
@@ -849,7 +849,7 @@ class BudgetFigures:
     due: bool
 
 
-@record
+@_record
 class Meter:
     """A finished measure: every figure the report shows, plain values only (JSON-ready)."""
 
