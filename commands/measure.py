@@ -17,6 +17,8 @@ from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options
 from lookout_cli.term import wants_color
 
+TOKENIZER_FIRST_BYTES = 64 << 20  # inputs from this size load the tokenizer before reading
+
 
 class Percent(click.ParamType):
     """A percentage such as 80 or 80%."""
@@ -174,12 +176,25 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
         if remembered else None
+    if not settings.estimate and (memo is None or not memo.known) and _input_bytes(run) >= TOKENIZER_FIRST_BYTES:
+        # a large file measured for the first time: its text will be counted, so load the
+        # tokenizer before the lines are read, while memory is low: the 25 MB table tiktoken is
+        # built from (let go of once built) then never sits on top of the lines' summaries
+        from lookout_cli.tokens import encoding_for_model, get_encoding
+
+        get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
     transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
     sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs)
     transcript.sink = sink
     try:
         view = transcript.view()
         counter = sink.finish(view)
+        # the view is built and counted: the lines' nodes are read no more, but by the memo
+        # (which lets go of each as it writes it); what the meter builds takes their room
+        if remembered and run.clean and transcript.memo is not None:
+            transcript.memo.save(transcript)
+        for record in transcript.records:
+            record.node = None
         meter = measure_view(view, settings, counter=counter)
     finally:
         close = getattr(sink.counter, "close", None)
@@ -189,9 +204,17 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         measured = sum(r.size for r in transcript.records)
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
                             last_timed(view.usages))
-        if transcript.memo is not None:
-            transcript.memo.save(transcript)
     return meter, transcript
+
+
+def _input_bytes(run: Run) -> int:
+    """The size of the input FILE (0 for standard input or what cannot be looked at)."""
+    import os
+
+    try:
+        return os.stat(run.file).st_size if run.source is not None else 0
+    except OSError:
+        return 0
 
 
 def make_counter(model: str | None, settings: Settings, jobs: int = 1, cache: bool = True):

@@ -129,7 +129,8 @@ def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cac
 def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
     """Write a cache file of ``marshal`` values headed by the sha256 of the rest (replaced
     atomically, never synced): yields ``put``, which appends a value after its length; the hash
-    is written when the block ends. Read back with ``sealed_values``."""
+    is written when the block ends. Read back with ``sealed_values``. A bytearray or memoryview
+    is written as the bytes ``marshal`` would make of it, without a copy (a table of megabytes)."""
     import hashlib
     import marshal
 
@@ -138,10 +139,16 @@ def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
         handle.write(bytes(32))
 
         def put(value: Any) -> None:
-            data = marshal.dumps(value)
-            frame = len(data).to_bytes(8, "little") + data
-            digest.update(frame)
-            handle.write(frame)
+            if isinstance(value, (bytearray, memoryview)):
+                data = memoryview(value).cast("B")
+                head = b"s" + len(data).to_bytes(4, "little")  # marshal's bytes: a type and a length
+                parts = ((len(head) + len(data)).to_bytes(8, "little"), head, data)
+            else:
+                data = marshal.dumps(value)
+                parts = (len(data).to_bytes(8, "little"), data)  # not joined: a value may be megabytes
+            for part in parts:
+                digest.update(part)
+                handle.write(part)
 
         yield put
         handle.seek(0)

@@ -9,11 +9,12 @@ size. Memory then grows with the number of items, not with the bytes of text the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from lookout_cli.clearing import cleared_sign, is_cleared
-from lookout_cli.meter import ARGUMENT_KEYS, call_arguments, image_dimensions
-from lookout_cli.view import IMAGE, TOOL_CALL, Item, View
+from lookout_cli.meter import ARGUMENT_FIELDS, ARGUMENT_KEYS, call_arguments, image_dimensions
+from lookout_cli.view import IMAGE, NO_EXTRA, TOOL_CALL, Item, View
 
 BATCH_CHARS = 16_000_000  # with --jobs: characters counted together (each batch forks the workers once)
 
@@ -84,6 +85,8 @@ class CountingSink:
 def shrink(item: Item) -> None:
     """Cut a counted item down to what the meter reads of it."""
     item.path = ()  # where the part sits in its line: for edits, and measure makes none
+    if not item.extra:
+        item.extra = NO_EXTRA
     if item.kind == IMAGE:
         ref = item.image
         if ref is not None and ref.data:
@@ -96,9 +99,13 @@ def shrink(item: Item) -> None:
         args = call_arguments(item)
         if not isinstance(args, dict):
             return  # arguments the meter reads as text: keep them
-        key = next((k for k in ("arguments", "input", "args") if k in item.extra), "args")
-        item.extra[key] = {k: v for k, v in args.items() if k in ARGUMENT_KEYS}
-    elif is_cleared(item):
+        # the arguments the meter reads, as the JSON text it reads them from (call_arguments):
+        # one string, not two dicts and a string a value (a long session makes 100k calls)
+        item.extra = {k: v for k, v in item.extra.items() if k not in ARGUMENT_FIELDS} or NO_EXTRA
+        item.text = json.dumps({k: v for k, v in args.items() if k in ARGUMENT_KEYS}, ensure_ascii=False,
+                               separators=(",", ":"))
+        return
+    if is_cleared(item):
         item.text = cleared_sign(item.text)  # the meter asks whether it was cleared
         return
     item.text = ""  # counted: the meter reads no more of it

@@ -186,6 +186,9 @@ class LineIndex:
         return start, self.starts[lineno] - start
 
 
+_HELD, _HOLD = Record.raw.__get__, Record.raw.__set__  # the slot, under LeanRecord's ``raw``
+
+
 class LeanRecord(Record):
     """A record that keeps where its line is in a seekable file instead of its bytes: the
     bytes and the parsed value are read again when asked for, after ``release()`` (an edited
@@ -193,18 +196,26 @@ class LeanRecord(Record):
     it (``measure``; ``compact``, which parses again only the lines it shows or changes) keeps
     its memory flat in the input's size with these (SPEC §1: offsets and small summaries)."""
 
-    __slots__ = ("_index", "_at", "_held")
+    __slots__ = ("_index", "_at")
 
     def __init__(self, lineno: int, index: LineIndex, raw: bytes | None) -> None:
         # not Record.__init__: ``raw`` is read from the file here, never assigned
         self.lineno, self._obj, self.edited, self.error, self.node = lineno, _UNPARSED, False, None, None
-        self._index, self._held = index, raw
+        self._index = index
+        _HOLD(self, raw)
         self._at = lineno  # the line in the file (``lineno`` is renumbered when lines are added)
 
     @property
+    def _held(self) -> bytes | None:
+        """The line's bytes until ``release()``: kept in ``Record``'s own slot for them (one
+        slot less a line)."""
+        return _HELD(self)
+
+    @property
     def raw(self) -> bytes:  # type: ignore[override]
-        if self._held is not None:
-            return self._held
+        held = _HELD(self)
+        if held is not None:
+            return held
         offset, size = self._index.span(self._at)
         data = os.pread(self._index.fd, size, offset)
         if len(data) != size:
@@ -221,7 +232,7 @@ class LeanRecord(Record):
 
     def release(self, keep_value: bool = False) -> None:
         """Let go of the bytes and (unless ``keep_value``) the parsed value."""
-        self._held = None
+        _HOLD(self, None)
         if not (self.edited or keep_value):
             self._obj = _UNPARSED
 

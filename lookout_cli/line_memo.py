@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import array
 import hashlib
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,11 +35,11 @@ from typing import IO, Any
 from lookout_cli import __version__, measure_state
 from lookout_cli.fsutil import sealed_values, sealed_writer
 from lookout_cli.jsonl import LeanRecord, LineIndex
-from lookout_cli.view import ImageRef, Item
+from lookout_cli.view import NO_EXTRA, ImageRef, Item
 
-VERSION = 4  # the file's layout, what a kept node and a packed item look like
+VERSION = 5  # the file's layout, what a kept node and a packed item look like
 DIGEST_BYTES = 16
-CHUNK = 4096  # nodes or lines of items per marshal value
+CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 PROMPT = 10  # where ``prompt`` sits in a packed item
 
 
@@ -63,7 +64,7 @@ def unpack(packed: tuple, record: Any, message: int, turn: int) -> Item:
     return Item(role=role, kind=kind, text=text, record=record, message=message, turn=turn, tool=tool,
                 call_id=call_id, timestamp=timestamp, setup=setup,
                 image=None if image is None else ImageRef(image[0], url=image[1], nbytes=image[2], dims=image[3]),
-                is_error=is_error, opaque=opaque, prompt=prompt, extra=extra or {}, tokens=tokens)
+                is_error=is_error, opaque=opaque, prompt=prompt, extra=extra or NO_EXTRA, tokens=tokens)
 
 
 def has_prompt(packed: list[tuple]) -> bool:
@@ -84,7 +85,11 @@ class LineMemo:
         self.count_key = count_key
         self.digests = bytearray()  # this run's lines' digests, one after the other
         self.sniffed: int | None = None  # the line by which the format was known (0: given)
-        self._kept: dict[int, list[tuple] | tuple[int, int]] = {}  # visible line -> items to keep
+        # visible lines whose items to keep: (line, first item, end) triples of the view's items,
+        # and items taken back from the memo (an array: a tuple and a dict entry per line was
+        # a tenth of a long session's measure)
+        self._spans = array.array("q")
+        self._known: dict[int, list[tuple]] = {}
         self._count: tuple | None = None
         self._items: dict[bytes, list[tuple]] = {}
         self._nodes: dict[bytes, Any] | None = None  # digest -> kept node, for a rewritten file
@@ -92,6 +97,8 @@ class LineMemo:
         self._past_nodes = False  # the nodes of the memo read were read
         old = self._next()
         self._old = old if type(old) is dict and old.get("key") == self.key else None
+        if self._old is not None:  # the two per-line tables follow the header
+            self._old["starts"], self._old["digests"] = self._next(), self._next()
 
     def _next(self) -> Any:
         """The next value of the memo read (None at the end of a list of chunks or on damage)."""
@@ -105,6 +112,11 @@ class LineMemo:
         """The chunks of the next list in the memo read."""
         while (chunk := self._next()) is not None:
             yield chunk
+
+    @property
+    def known(self) -> bool:
+        """Whether this lookout measured the path before (its lines may need no counting)."""
+        return self._old is not None
 
     @property
     def format(self) -> str | None:
@@ -203,12 +215,16 @@ class LineMemo:
     def keep(self, pos: int, items: list[tuple] | tuple[int, int]) -> None:
         """Line ``pos`` is model-visible and its items depend on no other line: they are
         ``items`` (packed) or the view's items from ``items[0]`` to ``items[1]``."""
-        self._kept[pos] = items
+        if type(items) is tuple:
+            self._spans.extend((pos, *items))
+        else:
+            self._known[pos] = items
 
     # --- saving -----------------------------------------------------------------------------
     def save(self, transcript) -> None:
-        """Remember the transcript's lines, once its view is built and counted. Best effort:
-        a memo that cannot be written costs only time."""
+        """Remember the transcript's lines, once its view is built and counted, and let go of
+        each line's node as it is written (nothing reads them after the view). Best effort: a
+        memo that cannot be written costs only time."""
         records = transcript.records
         if not records or len(self.digests) != len(records) * DIGEST_BYTES or self._count is None:
             return
@@ -219,23 +235,31 @@ class LineMemo:
             complete -= 1  # the last line may still be being written: read it again next time
         items = transcript.view().items
         plain = transcript.adapter.plain
-        kept = list(self._kept.items())
+        spans = self._spans
 
-        def packed(pos: int, line) -> tuple:
-            return self._digest(pos), [pack(i) for i in items[line[0]:line[1]]] if type(line) is tuple else line
+        def kept() -> Iterator[tuple]:  # (digest, packed items) of each kept line, made as written
+            for n in range(0, len(spans), 3):
+                yield self._digest(spans[n]), [pack(i) for i in items[spans[n + 1]:spans[n + 2]]]
+            for pos, known in self._known.items():
+                yield self._digest(pos), known
 
         try:
             state = measure_state.state_of(transcript.spool, self.path, self.key, index.starts[complete])
             header = {"key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
-                      "state": state.__dict__, "starts": index.starts[:complete + 1].tobytes(),
-                      "digests": bytes(self.digests), "count": self._count}
+                      "state": state.__dict__, "count": self._count}
             with sealed_writer(memo_path(self.path, self.key)) as put:
                 put(header)
+                put(memoryview(index.starts)[:complete + 1])  # tables: written as they are
+                put(self.digests)
                 for at in range(0, len(records), CHUNK):
-                    put([plain(r.node) for r in records[at:at + CHUNK]])
+                    chunk = records[at:at + CHUNK]
+                    put([plain(r.node) for r in chunk])
+                    for record in chunk:
+                        record.node = None
                 put(None)
-                for at in range(0, len(kept), CHUNK):
-                    put([packed(pos, line) for pos, line in kept[at:at + CHUNK]])
+                lines = kept()
+                while chunk := list(itertools.islice(lines, CHUNK)):
+                    put(chunk)
                 put(None)
         except (OSError, ValueError):
             pass

@@ -250,9 +250,14 @@ class _Positions:
     def __init__(self, view: View):
         items = view.items
         self.first_line = first_line(view)
+        # the first item of each line that records a usage (not of every line: a long session
+        # has a hundred thousand)
+        wanted = {id(u.record) for u in view.usages}
         self.by_record: dict[int, int] = {}
         for n, item in enumerate(items):
-            self.by_record.setdefault(id(item.record), n)
+            key = id(item.record)
+            if key in wanted:
+                self.by_record.setdefault(key, n)
         lines = [i.record.lineno for i in items]
         # line numbers rise along the items in every format but a rewound chain: bisect then
         self.ordered = all(a <= b for a, b in zip(lines, lines[1:]))
@@ -614,9 +619,12 @@ SUMMARY_KEYS = ("command", "cmd", "pattern", "query", "url", "description", "pro
 ARGUMENT_KEYS = frozenset(PATH_KEYS + RANGE_KEYS + SUMMARY_KEYS)  # all the meter reads of a call
 
 
+ARGUMENT_FIELDS = ("arguments", "input", "args")  # where an adapter keeps a call's arguments in ``extra``
+
+
 def call_arguments(item: Item) -> Any:
     """A tool call's arguments: the adapter's parsed copy if it kept one, else the JSON in its text."""
-    for key in ("arguments", "input", "args"):
+    for key in ARGUMENT_FIELDS:
         if key in item.extra:
             value = item.extra[key]
             if isinstance(value, str):

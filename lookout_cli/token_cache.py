@@ -35,6 +35,7 @@ from lookout_cli.tokens import memo_key
 
 FILENAME = "tokens.sqlite3"
 PRELOAD_LIMIT = 200_000
+PENDING_MAX = 16_384  # new counts held before they are written (each a 16-byte key and a number)
 BUSY_TIMEOUT_MS = 10_000
 SCHEMA = "CREATE TABLE IF NOT EXISTS counts (key BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID"
 
@@ -59,8 +60,9 @@ class TokenCache:
         self.encoding = encoding
         self.path = Path(path) if path is not None else paths.cache_dir() / FILENAME
         self._tag = _encoding_tag(encoding)
-        self._known: dict[bytes, int] | None = None
+        self._known: dict[bytes, int] | None = None  # the table read whole, when small
         self._pending: dict[bytes, int] = {}
+        self._spilled = False  # counts written since the table was read are only in it
         self.hits = 0
         self.misses = 0
         self.error: str | None = None
@@ -98,7 +100,7 @@ class TokenCache:
         n = self._pending.get(key)
         if n is None and self._known is not None:
             n = self._known.get(key)
-        elif n is None and self._db is not None:
+        if n is None and (self._known is None or self._spilled) and self._db is not None:
             try:
                 row = self._db.execute("SELECT n FROM counts WHERE key = ?", (key,)).fetchone()
             except sqlite3.Error as exc:
@@ -113,6 +115,8 @@ class TokenCache:
 
     def put(self, text: str, n: int, key: bytes | None = None) -> None:
         self._pending[key or self.key(text)] = int(n)
+        if len(self._pending) >= PENDING_MAX:
+            self.flush()
 
     def count(self, text: str, counter: Callable[[str], int]) -> int:
         """``text``'s count from the cache, else ``counter(text)`` (remembered)."""
@@ -120,11 +124,12 @@ class TokenCache:
         n = self.get(text, key)
         if n is None:
             n = counter(text)
-            self._pending[key] = n
+            self.put(text, n, key)
         return n
 
     def flush(self) -> int:
-        """Write the new counts in one transaction; returns how many were written."""
+        """Write the new counts in one transaction (and let go of them: a cold run over a long
+        session makes hundreds of thousands); returns how many were written."""
         if not self._pending or self._db is None:
             return 0
         items = list(self._pending.items())
@@ -139,9 +144,8 @@ class TokenCache:
                 pass
             self._fail(exc)
             return 0
-        if self._known is not None:
-            self._known.update(self._pending)
-        self._pending.clear()
+        self._spilled = True
+        self._pending = {}
         return len(items)
 
     def close(self) -> None:

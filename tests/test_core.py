@@ -12,7 +12,7 @@ import pytest
 from conftest import run_lookout
 from lookout_cli.config import Config
 from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import atomic_write, sync_pending
+from lookout_cli.fsutil import atomic_write, sealed_values, sealed_writer, sync_pending
 from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, read_records
 from lookout_cli.saved import MARKER, SavedStore, placeholder, restore_lines
 
@@ -96,6 +96,23 @@ def test_appending_after_a_line_without_newline_inserts_one():
     writer.write(Record(1, b'{"a":1}'))
     writer.write(Record.new({"b": 2}))
     assert out.getvalue() == b'{"a":1}\n{"b":2}\n'
+
+
+def test_sealed_values_read_back_what_was_put_tables_included_and_refuse_damage(tmp_path):
+    import array
+
+    path = tmp_path / "memo"
+    starts = array.array("q", range(1000))
+    values = [{"key": "x", "n": [1, 2]}, memoryview(starts)[:501], bytearray(b"digests"), b"", None]
+    with sealed_writer(path) as put:
+        for value in values:
+            put(value)
+    got = list(sealed_values(path))
+    assert got == [values[0], starts[:501].tobytes(), b"digests", b"", None]  # tables come back as bytes
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 1
+    path.write_bytes(bytes(data))
+    assert sealed_values(path) is None
 
 
 def test_dumps_compact_matches_agent_style():

@@ -222,6 +222,35 @@ def test_preserved_segment_and_duplicate_uuids():
     assert [(c.before, c.after) for c in view.compactions] == [(900, 100)]
 
 
+@pytest.mark.parametrize("upper", [False, True])
+def test_canonical_uuids_are_keyed_as_numbers_and_read_the_same_lean(tmp_path, upper):
+    """A lean read keys canonical uuids by their number (a long session's memory): the chain,
+    items and usages are those of the whole parsed lines, and a uuid spelled otherwise (upper
+    case) is another line's, as Claude Code compares them."""
+    from lookout_cli.formats.claude_chain import uuid_key
+    from lookout_cli.options import Run
+
+    ids = {name: f"{n:08x}-abcd-4def-8abc-{n:012x}" for n, name in enumerate(("u1", "a1", "u2", "a2", "u3"), 1)}
+    stray_parent = ids["a2"].upper() if upper else ids["a2"]
+    data = b"".join([
+        _line(ids["u1"], None, "user", "first"), _line(ids["a1"], ids["u1"], "assistant", "one", "m1"),
+        _line(ids["u2"], ids["a1"], "user", "second"), _line(ids["a2"], ids["u2"], "assistant", "two", "m2"),
+        _line(ids["u3"], stray_parent, "user", "third", ts="2026-04-01T00:00:01.000Z"),
+    ])
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    lean = Run("measure", file=str(path), isolated=True).load()
+    whole = load_bytes(data)
+    assert {type(r.node[1]) for r in lean.records} == {int}  # the node keeps the number
+    assert uuid_key(ids["u1"]) == int(ids["u1"].replace("-", ""), 16)
+    assert (uuid_key(stray_parent) == uuid_key(ids["a2"])) is not upper
+    for t in (lean, whole):
+        view = t.view()
+        texts = [i.text for i in view.items]
+        assert texts == (["third"] if upper else ["first", "one", "second", "two", "third"])
+    assert [u.record.lineno for u in lean.view().usages] == [u.record.lineno for u in whole.view().usages]
+
+
 def _line(uid, parent, kind, content, mid=None, ts="2026-04-01T00:00:00.000Z", **extra):
     obj = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/w",
            "sessionId": "S5", "version": "2.1.200", "type": kind, "uuid": uid, "timestamp": ts}

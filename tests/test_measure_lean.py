@@ -7,6 +7,7 @@ a file, a pipe and a file that standard input reads from the middle of."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -18,11 +19,11 @@ from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import make_counter, measure_input
 from lookout_cli.jsonl import LeanRecord, read_lean_records
-from lookout_cli.meter import Settings, measure
+from lookout_cli.meter import ARGUMENT_KEYS, Settings, measure
 from lookout_cli.meter_report import to_dict
 from lookout_cli.options import Run
 from lookout_cli.saved import MARKER
-from lookout_cli.view import IMAGE
+from lookout_cli.view import IMAGE, TOOL_CALL
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
 from bench.generate import generate  # noqa: E402
@@ -92,9 +93,13 @@ def test_a_lean_transcript_keeps_no_line_and_no_long_text(fmt, session_of):
     # nothing holds a line's bytes or its parsed value once the view is built
     assert not any(r._held is not None for r in records)
     assert not any(isinstance(r._obj, (dict, list)) for r in records)
-    assert sum(r.node is not None for r in records) == sum(1 for r in records if not r.blank)
-    long = [i for i in view.items if i.kind != IMAGE and len(i.text) > len(MARKER)]
+    assert not any(r.node is not None for r in records)  # nor its node once the view is counted
+    long = [i for i in view.items if i.kind not in (IMAGE, TOOL_CALL) and len(i.text) > len(MARKER)]
     assert not long  # a placeholder (or a text quoting its marker) keeps only its marker
+    # a call keeps, as JSON, only the arguments the meter reads (paths, ranges, commands)
+    kept = [json.loads(i.text) for i in view.items if i.kind == TOOL_CALL and i.text.startswith("{")]
+    assert kept and all(set(args) <= ARGUMENT_KEYS for args in kept)
+    assert any(args for args in kept)
     assert all(i.image.data is None for i in view.items if i.kind == IMAGE and i.image)
     assert sum(i.tokens for i in view.items if i.tokens) > 50_000  # counted before they were cut
 

@@ -51,6 +51,21 @@ def test_large_tables_are_read_key_by_key(tmp_path):
         assert cache.get(TEXTS[1]) == tokens.count(TEXTS[1])
 
 
+def test_new_counts_are_written_as_they_pile_up_and_still_found(tmp_path, monkeypatch):
+    """A cold run over a long session makes a count per block: they go to the table every
+    PENDING_MAX, not all held to the end, and later lookups (same process) find them there."""
+    monkeypatch.setattr("lookout_cli.token_cache.PENDING_MAX", 4)
+    path = tmp_path / "t.sqlite3"
+    texts = [f"block {i}" for i in range(10)]
+    with TokenCache("o200k_base", path) as cache:
+        assert cache._known == {}  # an empty table is read whole
+        got = [cache.count(t, tokens.count) for t in texts]
+        assert len(cache._pending) == 2 and cache._known == {}  # eight written, none kept here
+        assert [cache.get(t) for t in texts] == got
+        assert sqlite3.connect(path).execute("SELECT count(*) FROM counts").fetchone()[0] == 8
+    assert got == [tokens.count(t) for t in texts]
+
+
 def _writer(args):
     path, start = args
     with TokenCache("o200k_base", path) as cache:

@@ -34,6 +34,7 @@ studies of its source [secondary]) is followed where it is known:
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,14 +56,17 @@ ID_FIELDS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
 
 # What the chain walk, the usages and the compactions read of a line: ``node_of`` keeps these
 # and drops the rest (message text, tool output, toolUseResult copies) for a lean transcript.
-NODE_FIELDS = ("type", "subtype", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp",
-               "requestId", "isApiErrorMessage", "compactMetadata", "message")
+# Those every line has come first: a node ends at its last field present (a progress line's
+# is three long, not eleven; ``isSidechain`` is kept only when true, all that is asked of it).
+NODE_FIELDS = ("type", "uuid", "parentUuid", "timestamp", "message", "isSidechain", "requestId", "subtype",
+               "logicalParentUuid", "isApiErrorMessage", "compactMetadata")
 
 
 class Fields(tuple):
-    """A value cut down to a few fields (``KEYS``; None when absent) and read like the parsed
-    dict with ``get``, so the functions below take either. A tuple, not a dict: a dict of a
-    few keys takes 232 bytes, and there are nodes for every line of the file. A field that
+    """A value cut down to a few fields (``KEYS``; None when absent, and the tuple may end
+    before its last fields) and read like the parsed dict with ``get``, so the functions below
+    take either. A tuple, not a dict: a dict of a few keys takes 232 bytes, and there are
+    nodes for every line of the file. A field that
     holds a smaller value of the kind (``NESTED``) keeps it as a plain tuple and wraps it when
     read: a node is one object, kept and read back by ``marshal`` as a plain tuple."""
 
@@ -80,6 +84,8 @@ class Fields(tuple):
             at = _at(key)
             if at is None:
                 return default
+            if at >= len(self):
+                return None
             value, kind = self[at], _wrap(at)
             return value if kind is None or value is None else kind(value)
 
@@ -122,21 +128,53 @@ def is_map(value: Any) -> bool:
     return isinstance(value, (dict, Fields))
 
 
-_INTERNED = [Node._AT[k] for k in ("type", "uuid", "parentUuid", "logicalParentUuid")]
-_MESSAGE, _TIMESTAMP = Node._AT["message"], Node._AT["timestamp"]
+_UUIDS = [Node._AT[k] for k in ("uuid", "parentUuid", "logicalParentUuid")]
+_MESSAGE, _TIMESTAMP, _SIDECHAIN = Node._AT["message"], Node._AT["timestamp"], Node._AT["isSidechain"]
 _BLOCK_KEYS = NodeBlock.KEYS
 _TYPE, _ID, _NAME, _USE_ID = (NodeBlock._AT[k] for k in ("type", "id", "name", "tool_use_id"))
 
 
-def node_of(obj: dict) -> Node:
-    """A line's parsed value cut down to the fields above. Names and ids are interned: a
-    child's ``parentUuid`` is its parent's ``uuid``, a split response's lines share one
-    ``message.id``, a result names its call."""
+def uuid_key(value: Any) -> Any:
+    """A uuid as the chain keys it: a lower-case canonical UUID as its 128-bit number (48 bytes
+    kept, not 85: a long session has one a line), another string as its interned self, anything
+    else (which names no line) None. No two strings give one key."""
+    if type(value) is not str:
+        return None
+    if len(value) == 36 and value[8] == value[13] == value[18] == value[23] == "-":
+        digits = value.replace("-", "")
+        if len(digits) == 32 and not digits.strip("0123456789abcdef"):  # int() also takes A-F and _
+            return int(digits, 16)
+    return sys.intern(value)
+
+
+class RecentUuids(dict):
+    """The uuids of the lines read last, so that a child's ``parentUuid`` (nearly always a line
+    just before it) is its parent's number, not a copy. Bounded: all of a long session's would
+    take as much room as the copies."""
+
+    LIMIT = 4096
+
+    def shared(self, key: Any) -> Any:
+        if type(key) is not int:
+            return key
+        if len(self) >= self.LIMIT:
+            self.clear()
+        return self.setdefault(key, key)
+
+
+def node_of(obj: dict, recent: RecentUuids | None = None) -> Node:
+    """A line's parsed value cut down to the fields above, its uuids as ``uuid_key`` gives them
+    (shared with the ``recent`` lines'). Names and ids are interned: a split response's lines
+    share one ``message.id``, a result names its call."""
     values = list(map(obj.get, NODE_FIELDS))
-    for at in _INTERNED:
-        values[at] = interned(values[at])
+    values[0] = interned(values[0])
+    for at in _UUIDS:
+        key = uuid_key(values[at])
+        values[at] = key if recent is None else recent.shared(key)
     if type(values[0]) is not str or values[0] not in CONVERSATION_TYPES:
         values[_TIMESTAMP] = None  # read only of conversation lines (the leaf, items, usages)
+    if values[_SIDECHAIN] is not True:
+        values[_SIDECHAIN] = None
     message = values[_MESSAGE]
     if isinstance(message, dict):
         mid = interned(message.get("id"))
@@ -158,6 +196,10 @@ def node_of(obj: dict) -> Node:
         values[_MESSAGE] = (mid, interned(message.get("model")), usage, content)
     else:
         values[_MESSAGE] = None
+    end = len(values)
+    while end and values[end - 1] is None:
+        end -= 1
+    del values[end:]
     return Node(values)
 
 
@@ -180,7 +222,7 @@ def is_boundary(obj: dict) -> bool:
 
 def message_id(obj: dict) -> str | None:
     if type(obj) is Node:  # read by position: these run for every line of the chain
-        message = obj[_MESSAGE]
+        message = _message(obj)
         mid = message[0] if message is not None else None
     else:
         message = obj.get("message")
@@ -213,7 +255,7 @@ def tool_calls(obj: dict) -> list[tuple[str, str]]:
 def usage_of(obj: dict) -> tuple[Any, dict | Fields] | None:
     """(model, usage) of a line's message when it records a usage object, else None."""
     if type(obj) is Node:
-        message = obj[_MESSAGE]
+        message = _message(obj)
         if message is None or message[2] is None:
             return None
         return message[1], NodeUsage(message[2])
@@ -222,8 +264,12 @@ def usage_of(obj: dict) -> tuple[Any, dict | Fields] | None:
     return (message.get("model"), usage) if is_map(usage) else None
 
 
+def _message(node: Node) -> tuple | None:
+    return node[_MESSAGE] if len(node) > _MESSAGE else None
+
+
 def _node_blocks(node: Node) -> tuple:
-    message = node[_MESSAGE]
+    message = _message(node)
     return (message[3] or ()) if message is not None else ()
 
 
@@ -275,9 +321,9 @@ def build_chain(records: list[Record]) -> Chain:
     members = [i for i in lines if is_sidechain(objs[i]) == sidechain]
     if not members:
         return chain
-    by_uuid: dict[str, int | list[int]] = {}  # a list only for a uuid that repeats (rare)
+    by_uuid: dict[Any, int | list[int]] = {}  # a list only for a uuid that repeats (rare)
     for i in lines:
-        uid = objs[i].get("uuid")
+        uid = _uuid(objs[i], "uuid")
         seen = by_uuid.get(uid)
         if seen is None:
             by_uuid[uid] = i
@@ -288,7 +334,7 @@ def build_chain(records: list[Record]) -> Chain:
 
     def resolve(uid: Any, before: int) -> int | None:
         """The nearest line before ``before`` with this uuid."""
-        found = by_uuid.get(uid) if isinstance(uid, str) else None
+        found = by_uuid.get(uid) if uid is not None else None
         if found is None:
             return None
         if type(found) is int:
@@ -297,15 +343,22 @@ def build_chain(records: list[Record]) -> Chain:
         return earlier[-1] if earlier else None
 
     def latest(uid: Any) -> int | None:
-        found = by_uuid.get(uid) if isinstance(uid, str) else None
+        found = by_uuid.get(uid) if uid is not None else None
         return found[-1] if isinstance(found, list) else found
 
     overrides, pruned = _preserved_relinks(objs, lines, members, resolve, latest)
-    # each line's parent, resolved once; the live conversation's with the relinks applied
-    parents = {i: resolve(objs[i].get("parentUuid"), i) for i in lines}
-    live_parents = {**parents, **overrides} if overrides else parents
+    # each line's parent, resolved once (by position: a list, not a dict of every line); the
+    # live conversation's with the relinks applied
+    parents: list[int | None] = [None] * len(objs)
+    for i in lines:
+        parents[i] = resolve(_uuid(objs[i], "parentUuid"), i)
+    live_parents = parents
+    if overrides:
+        live_parents = parents.copy()
+        for i, parent in overrides.items():
+            live_parents[i] = parent
 
-    leaf = _find_leaf(objs, lines, [i for i in members if i not in pruned], live_parents.get)
+    leaf = _find_leaf(objs, lines, [i for i in members if i not in pruned], live_parents.__getitem__)
     if leaf is None:
         return chain
     chain.leaf = leaf
@@ -313,11 +366,11 @@ def build_chain(records: list[Record]) -> Chain:
     def walk(start: int, live: bool) -> tuple[list[int], int | None]:
         """Walk back from ``start``; return the path (chain order) and the boundary it hit."""
         path: list[int] = []
-        seen: set[int] = set()
+        seen = bytearray(len(objs))
         pos: int | None = start
-        parent_of = (live_parents if live else parents).get
-        while pos is not None and pos not in seen:
-            seen.add(pos)
+        parent_of = (live_parents if live else parents).__getitem__
+        while pos is not None and not seen[pos]:
+            seen[pos] = 1
             if is_boundary(objs[pos]):
                 return path[::-1], pos
             path.append(pos)
@@ -335,7 +388,7 @@ def build_chain(records: list[Record]) -> Chain:
             break
         boundaries.append(boundary)
         live = False
-        start = resolve(objs[boundary].get("logicalParentUuid"), boundary)
+        start = resolve(_uuid(objs[boundary], "logicalParentUuid"), boundary)
         if start is None:  # the logical parent is missing (#40027): an empty older segment
             segments.append([])
             break
@@ -344,7 +397,7 @@ def build_chain(records: list[Record]) -> Chain:
     chain.segments = segments
     chain.boundaries = boundaries
     chain.boundary = boundaries[-1] if boundaries else None
-    chain.visible = _recover_siblings(objs, members, segments[-1], chain.boundary, live_parents.get)
+    chain.visible = _recover_siblings(objs, members, segments[-1], chain.boundary, live_parents.__getitem__)
     return chain
 
 
@@ -352,14 +405,14 @@ def _find_leaf(objs, lines, members, parent_of) -> int | None:
     """Claude Code's ``findLatestMessage``: of the conversation lines no other conversation
     line descends from, the one with the newest timestamp (the first of equals); the newest in
     file order when no timestamp parses."""
-    above: set[int] = set()  # lines with a conversation line below them
+    above = bytearray(len(objs))  # 1 for the lines with a conversation line below them
     for i in lines:
         if type_of(objs[i]) in CONVERSATION_TYPES:
             pos = parent_of(i)
-            while pos is not None and pos not in above:  # each line is walked once
-                above.add(pos)
+            while pos is not None and not above[pos]:  # each line is walked once
+                above[pos] = 1
                 pos = parent_of(pos)
-    candidates = [i for i in members if type_of(objs[i]) in CONVERSATION_TYPES and i not in above]
+    candidates = [i for i in members if type_of(objs[i]) in CONVERSATION_TYPES and not above[i]]
     if not candidates:
         return None
     best, best_time = None, None
@@ -403,7 +456,7 @@ def _preserved_relinks(objs, lines, members, resolve, latest) -> tuple[dict[int,
     overrides: dict[int, int] = {}
     preserved: set[int] = set()
     where, seg = segments[-1]
-    head, tail, anchor = latest(seg.get("headUuid")), latest(seg.get("tailUuid")), latest(seg.get("anchorUuid"))
+    head, tail, anchor = (latest(uuid_key(seg.get(f"{end}Uuid"))) for end in ("head", "tail", "anchor"))
     if where == last and None not in (head, tail, anchor) and head != anchor and head <= tail:
         pos: int | None = tail
         walked: list[int] = []
@@ -411,19 +464,24 @@ def _preserved_relinks(objs, lines, members, resolve, latest) -> tuple[dict[int,
             walked.append(pos)
             if pos == head:
                 break
-            pos = resolve(objs[pos].get("parentUuid"), pos)
+            pos = resolve(_uuid(objs[pos], "parentUuid"), pos)
         if pos == head:
             preserved = set(walked)
             overrides[head] = anchor
             for i in lines:
-                if i != head and i > anchor and resolve(objs[i].get("parentUuid"), i) == anchor:
+                if i != head and i > anchor and resolve(_uuid(objs[i], "parentUuid"), i) == anchor:
                     overrides[i] = tail
     pruned = {i for i in members if i < last and i not in preserved}
     return overrides, pruned
 
 
+def _uuid(obj: Any, name: str) -> Any:
+    """A line's uuid field as the chain keys it (a node keeps it so)."""
+    return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
+
+
 def _is_chain_line(o: dict) -> bool:
-    return type_of(o) in CHAIN_TYPES and isinstance(o.get("uuid"), str)
+    return type_of(o) in CHAIN_TYPES and _uuid(o, "uuid") is not None
 
 
 def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
@@ -433,27 +491,28 @@ def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
     relinked to its (later-written) anchor, so it is cut into rising runs; a recovered line
     joins its parent's run, and each run is put in file order."""
     runs: list[list[int]] = []
+    run_of: list[int | None] = [None] * len(objs)  # each line's run, by position
     for pos in path:
         if not runs or pos < runs[-1][-1]:
             runs.append([])
         runs[-1].append(pos)
-    run_of = {pos: n for n, run in enumerate(runs) for pos in run}
+        run_of[pos] = len(runs) - 1
     groups = {message_id(objs[p]) for p in path} - {None}
     answered = {t for p in path for t in tool_result_ids(objs[p])}
     called = {t for p in path for t in tool_use_ids(objs[p])}
     low = boundary if boundary is not None else -1
     # only responses and tool results can be stitched in (not progress, not metadata)
-    candidates = [i for i in members if i > low and i not in run_of
+    candidates = [i for i in members if i > low and run_of[i] is None
                   and objs[i].get("type") in ("assistant", "user")]
     changed = True
     while changed:
         changed = False
         for i in candidates:
-            if i in run_of:
+            if run_of[i] is not None:
                 continue
             o = objs[i]
             parent = parent_of(i)
-            if parent not in run_of:
+            if parent is None or run_of[parent] is None:
                 continue
             if o.get("type") == "assistant" and message_id(o) in groups:
                 pass

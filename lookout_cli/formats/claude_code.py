@@ -30,7 +30,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Adapter as _Base
 from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
-    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, build_chain, node_of, parse_time, plain, revive,
+    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, RecentUuids, build_chain, node_of, parse_time, plain, revive,
 )
 from lookout_cli.formats.claude_items import SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result
 from lookout_cli.jsonl import Record, loads_exact
@@ -95,8 +95,12 @@ class Adapter(_Base):
     lean = True
     remembers_items = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.recent = RecentUuids()
+
     def node(self, obj: Any) -> Any:
-        return node_of(obj) if isinstance(obj, dict) else obj
+        return node_of(obj, self.recent) if isinstance(obj, dict) else obj
 
     def revive(self, kept: Any) -> Any:
         return revive(kept)
