@@ -66,9 +66,9 @@ class Fields(tuple):
     """A value cut down to a few fields (``KEYS``; None when absent, and the tuple may end
     before its last fields) and read like the parsed dict with ``get``, so the functions below
     take either. A tuple, not a dict: a dict of a few keys takes 232 bytes, and there are
-    nodes for every line of the file. A field that
-    holds a smaller value of the kind (``NESTED``) keeps it as a plain tuple and wraps it when
-    read: a node is one object, kept and read back by ``marshal`` as a plain tuple."""
+    nodes for every line of the file. A field that holds a smaller value of the kind
+    (``NESTED``) keeps it as a plain tuple and wraps it when read: a node is one object, kept
+    and read back by ``marshal`` as a plain tuple."""
 
     __slots__ = ()
     KEYS: tuple[str, ...] = ()
