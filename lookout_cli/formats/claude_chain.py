@@ -311,19 +311,47 @@ class Chain:
         return out
 
 
+def _chain_keys(objs: list) -> tuple[list, list[int], list, list, bytearray]:
+    """One pass over the lines: each line's type by position (None off the chain), and for
+    the chain's lines, in order, their positions, uuids, parents' uuids (as ``uuid_key``) and
+    whether each is a sidechain line. A node is read by position: this runs for every line."""
+    kinds: list[str | None] = [None] * len(objs)
+    lines: list[int] = []
+    uids, parents, side = [], [], bytearray()
+    for i, o in enumerate(objs):
+        if o is None:
+            continue
+        if type(o) is Node:
+            size = len(o)
+            if size < 2:
+                continue  # no uuid: not on the chain
+            kind, uid = o[0], o[1]
+            parent = o[2] if size > 2 else None
+            sidechain = size > _SIDECHAIN and o[_SIDECHAIN] is True
+        else:
+            kind, uid, parent = type_of(o), uuid_key(o.get("uuid")), uuid_key(o.get("parentUuid"))
+            sidechain = is_sidechain(o)
+        if uid is None or type(kind) is not str or kind not in CHAIN_TYPES:
+            continue
+        kinds[i] = kind
+        lines.append(i)
+        uids.append(uid)
+        parents.append(parent)
+        side.append(sidechain)
+    return kinds, lines, uids, parents, side
+
+
 def build_chain(records: list[Record]) -> Chain:
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
     objs: list = [r.node if r.node is not None else r.data for r in records]
-    lines = [i for i, o in enumerate(objs) if o is not None and _is_chain_line(o)]
-    sidechain = not any(type_of(objs[i]) in CONVERSATION_TYPES and not is_sidechain(objs[i])
-                        for i in lines)
+    kinds, lines, uids, parent_uids, side = _chain_keys(objs)
+    sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     chain = Chain(records, objs, sidechain=sidechain)
-    members = [i for i in lines if is_sidechain(objs[i]) == sidechain]
+    members = [i for i, s in zip(lines, side) if s == sidechain]
     if not members:
         return chain
     by_uuid: dict[Any, int | list[int]] = {}  # a list only for a uuid that repeats (rare)
-    for i in lines:
-        uid = _uuid(objs[i], "uuid")
+    for i, uid in zip(lines, uids):
         seen = by_uuid.get(uid)
         if seen is None:
             by_uuid[uid] = i
@@ -346,19 +374,20 @@ def build_chain(records: list[Record]) -> Chain:
         found = by_uuid.get(uid) if uid is not None else None
         return found[-1] if isinstance(found, list) else found
 
-    overrides, pruned = _preserved_relinks(objs, lines, members, resolve, latest)
+    overrides, pruned = _preserved_relinks(objs, kinds, lines, members, resolve, latest)
     # each line's parent, resolved once (by position: a list, not a dict of every line); the
     # live conversation's with the relinks applied
     parents: list[int | None] = [None] * len(objs)
-    for i in lines:
-        parents[i] = resolve(_uuid(objs[i], "parentUuid"), i)
+    for i, uid in zip(lines, parent_uids):
+        parents[i] = resolve(uid, i)
+    del uids, parent_uids
     live_parents = parents
     if overrides:
         live_parents = parents.copy()
         for i, parent in overrides.items():
             live_parents[i] = parent
 
-    leaf = _find_leaf(objs, lines, [i for i in members if i not in pruned], live_parents.__getitem__)
+    leaf = _find_leaf(objs, kinds, lines, [i for i in members if i not in pruned], live_parents.__getitem__)
     if leaf is None:
         return chain
     chain.leaf = leaf
@@ -371,7 +400,7 @@ def build_chain(records: list[Record]) -> Chain:
         parent_of = (live_parents if live else parents).__getitem__
         while pos is not None and not seen[pos]:
             seen[pos] = 1
-            if is_boundary(objs[pos]):
+            if kinds[pos] == "system" and is_boundary(objs[pos]):
                 return path[::-1], pos
             path.append(pos)
             pos = parent_of(pos)
@@ -397,22 +426,22 @@ def build_chain(records: list[Record]) -> Chain:
     chain.segments = segments
     chain.boundaries = boundaries
     chain.boundary = boundaries[-1] if boundaries else None
-    chain.visible = _recover_siblings(objs, members, segments[-1], chain.boundary, live_parents.__getitem__)
+    chain.visible = _recover_siblings(objs, kinds, members, segments[-1], chain.boundary, live_parents.__getitem__)
     return chain
 
 
-def _find_leaf(objs, lines, members, parent_of) -> int | None:
+def _find_leaf(objs, kinds, lines, members, parent_of) -> int | None:
     """Claude Code's ``findLatestMessage``: of the conversation lines no other conversation
     line descends from, the one with the newest timestamp (the first of equals); the newest in
     file order when no timestamp parses."""
     above = bytearray(len(objs))  # 1 for the lines with a conversation line below them
     for i in lines:
-        if type_of(objs[i]) in CONVERSATION_TYPES:
+        if kinds[i] in CONVERSATION_TYPES:
             pos = parent_of(i)
             while pos is not None and not above[pos]:  # each line is walked once
                 above[pos] = 1
                 pos = parent_of(pos)
-    candidates = [i for i in members if type_of(objs[i]) in CONVERSATION_TYPES and not above[i]]
+    candidates = [i for i in members if kinds[i] in CONVERSATION_TYPES and not above[i]]
     if not candidates:
         return None
     best, best_time = None, None
@@ -435,13 +464,13 @@ def parse_time(value: Any) -> _dt.datetime | None:
     return stamp
 
 
-def _preserved_relinks(objs, lines, members, resolve, latest) -> tuple[dict[int, int], set[int]]:
+def _preserved_relinks(objs, kinds, lines, members, resolve, latest) -> tuple[dict[int, int], set[int]]:
     """``applyPreservedSegmentRelinks``: when the last boundary carries a preserved segment
     whose tail walks back to its head, the head's parent becomes the anchor and the anchor's
     other children move under the tail (for the live conversation only). Once any boundary
     carries a preserved segment, the lines before the last boundary (except the preserved
     ones) cannot be the leaf. Returns the parent overrides and those pruned lines."""
-    boundaries = [i for i in members if is_boundary(objs[i])]
+    boundaries = [i for i in members if kinds[i] == "system" and is_boundary(objs[i])]
     if not boundaries:
         return {}, set()
     segments = []
@@ -480,11 +509,8 @@ def _uuid(obj: Any, name: str) -> Any:
     return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
 
 
-def _is_chain_line(o: dict) -> bool:
-    return type_of(o) in CHAIN_TYPES and _uuid(o, "uuid") is not None
 
-
-def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
+def _recover_siblings(objs, kinds, members, path, boundary, parent_of) -> list[int]:
     """Add the split-response lines and tool results that a single parent walk misses.
 
     The path is in chain order. It rises in file order except where a preserved segment is
@@ -503,7 +529,7 @@ def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
     low = boundary if boundary is not None else -1
     # only responses and tool results can be stitched in (not progress, not metadata)
     candidates = [i for i in members if i > low and run_of[i] is None
-                  and objs[i].get("type") in ("assistant", "user")]
+                  and kinds[i] in ("assistant", "user")]
     changed = True
     while changed:
         changed = False
@@ -514,9 +540,9 @@ def _recover_siblings(objs, members, path, boundary, parent_of) -> list[int]:
             parent = parent_of(i)
             if parent is None or run_of[parent] is None:
                 continue
-            if o.get("type") == "assistant" and message_id(o) in groups:
+            if kinds[i] == "assistant" and message_id(o) in groups:
                 pass
-            elif o.get("type") == "user":
+            elif kinds[i] == "user":
                 ids = tool_result_ids(o)
                 if not ids or not all(t in called and t not in answered for t in ids):
                     continue
