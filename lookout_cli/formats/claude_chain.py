@@ -311,47 +311,51 @@ class Chain:
         return out
 
 
-def _chain_keys(objs: list) -> tuple[list, list[int], list, list, bytearray]:
-    """One pass over the lines: each line's type by position (None off the chain), and for
-    the chain's lines, in order, their positions, uuids, parents' uuids (as ``uuid_key``) and
-    whether each is a sidechain line. A node is read by position: this runs for every line."""
+def _chain_keys(objs: list) -> tuple[list, list[int], bytearray]:
+    """One pass over the lines: each line's type by position (None off the chain), the chain's
+    lines in order, and whether each of those is a sidechain line. A node is read by position:
+    this runs for every line."""
     kinds: list[str | None] = [None] * len(objs)
     lines: list[int] = []
-    uids, parents, side = [], [], bytearray()
+    side = bytearray()
     for i, o in enumerate(objs):
         if o is None:
             continue
         if type(o) is Node:
-            size = len(o)
-            if size < 2:
+            if len(o) < 2:
                 continue  # no uuid: not on the chain
-            kind, uid = o[0], o[1]
-            parent = o[2] if size > 2 else None
-            sidechain = size > _SIDECHAIN and o[_SIDECHAIN] is True
+            kind, uid, sidechain = o[0], o[1], len(o) > _SIDECHAIN and o[_SIDECHAIN] is True
         else:
-            kind, uid, parent = type_of(o), uuid_key(o.get("uuid")), uuid_key(o.get("parentUuid"))
-            sidechain = is_sidechain(o)
+            kind, uid, sidechain = type_of(o), uuid_key(o.get("uuid")), is_sidechain(o)
         if uid is None or type(kind) is not str or kind not in CHAIN_TYPES:
             continue
         kinds[i] = kind
         lines.append(i)
-        uids.append(uid)
-        parents.append(parent)
         side.append(sidechain)
-    return kinds, lines, uids, parents, side
+    return kinds, lines, side
+
+
+def _uuids(obj: Any) -> tuple[Any, Any]:
+    """A chain line's uuid and its parent's, as the chain keys them (read by position off a
+    node)."""
+    if type(obj) is Node:
+        return obj[1], (obj[2] if len(obj) > 2 else None)
+    return uuid_key(obj.get("uuid")), uuid_key(obj.get("parentUuid"))
 
 
 def build_chain(records: list[Record]) -> Chain:
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
     objs: list = [r.node if r.node is not None else r.data for r in records]
-    kinds, lines, uids, parent_uids, side = _chain_keys(objs)
+    kinds, lines, side = _chain_keys(objs)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     chain = Chain(records, objs, sidechain=sidechain)
-    members = [i for i, s in zip(lines, side) if s == sidechain]
+    members = lines if all(s == sidechain for s in side) else [i for i, s in zip(lines, side) if s == sidechain]
+    del side
     if not members:
         return chain
     by_uuid: dict[Any, int | list[int]] = {}  # a list only for a uuid that repeats (rare)
-    for i, uid in zip(lines, uids):
+    for i in lines:
+        uid = _uuids(objs[i])[0]
         seen = by_uuid.get(uid)
         if seen is None:
             by_uuid[uid] = i
@@ -378,9 +382,8 @@ def build_chain(records: list[Record]) -> Chain:
     # each line's parent, resolved once (by position: a list, not a dict of every line); the
     # live conversation's with the relinks applied
     parents: list[int | None] = [None] * len(objs)
-    for i, uid in zip(lines, parent_uids):
-        parents[i] = resolve(uid, i)
-    del uids, parent_uids
+    for i in lines:
+        parents[i] = resolve(_uuids(objs[i])[1], i)
     live_parents = parents
     if overrides:
         live_parents = parents.copy()
