@@ -184,6 +184,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 
         get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
     transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
+    transcript.original = transcript.records  # measure changes nothing: no copy to compare with
     sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs)
     transcript.sink = sink
     try:

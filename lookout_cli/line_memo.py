@@ -37,7 +37,7 @@ from lookout_cli.fsutil import sealed_values, sealed_writer
 from lookout_cli.jsonl import LeanRecord, LineIndex
 from lookout_cli.view import NO_EXTRA, ImageRef, Item
 
-VERSION = 5  # the file's layout, what a kept node and a packed item look like
+VERSION = 6  # the file's layout, what a kept node and a packed item look like
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 PROMPT = 10  # where ``prompt`` sits in a packed item

@@ -112,7 +112,7 @@ class NodeBlock(Fields):
 class NodeMessage(Fields):
     __slots__ = ()
     KEYS = ("id", "model", "usage", "content")  # content: the blocks that carry ids
-    NESTED = {"usage": NodeUsage, "content": lambda blocks: tuple(map(NodeBlock, blocks))}
+    NESTED = {"usage": NodeUsage, "content": lambda blocks: tuple(map(NodeBlock, _blocks_of(blocks)))}
 
 
 class Node(Fields):
@@ -191,6 +191,7 @@ def node_of(obj: dict, recent: RecentUuids | None = None) -> Node:
         if isinstance(content, list):
             content = tuple(tuple(interned(b.get(k)) for k in _BLOCK_KEYS) for b in content
                             if isinstance(b, dict) and ("id" in b or "tool_use_id" in b))
+            content = content[0] if len(content) == 1 else content or None  # one block: kept bare
         else:
             content = None
         values[_MESSAGE] = (mid, interned(message.get("model")), usage, content)
@@ -268,9 +269,16 @@ def _message(node: Node) -> tuple | None:
     return node[_MESSAGE] if len(node) > _MESSAGE else None
 
 
+def _blocks_of(content: tuple | None) -> tuple:
+    """A node's blocks with ids: ``node_of`` keeps a single one bare (most lines have one)."""
+    if not content:
+        return ()
+    return content if type(content[0]) is tuple else (content,)
+
+
 def _node_blocks(node: Node) -> tuple:
     message = _message(node)
-    return (message[3] or ()) if message is not None else ()
+    return _blocks_of(message[3]) if message is not None else ()
 
 
 def blocks(obj: dict) -> list | tuple:
