@@ -4,6 +4,7 @@ the model's context, what the provider counted, what it cost and what could be r
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 
 import click
@@ -210,8 +211,6 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 
 def _input_bytes(run: Run) -> int:
     """The size of the input FILE (0 for standard input or what cannot be looked at)."""
-    import os
-
     try:
         return os.stat(run.file).st_size if run.source is not None else 0
     except OSError:

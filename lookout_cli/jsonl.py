@@ -58,6 +58,16 @@ def _loads(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+def loads_to_read(data: bytes | str) -> Any:
+    """JSON to read, never to write back: orjson (an integer past 64 bits becomes a float), else
+    the standard library for what orjson refuses (NaN, a lone surrogate); ValueError when
+    neither reads it."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def loads_exact(data: bytes | str) -> Any:
     """Parse JSON exactly: big integers stay integers, lone surrogates survive; numbers too
     large for a double and the non-JSON NaN/Infinity are refused (ValueError). Nesting as deep

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from lookout_cli.jsonl import loads_to_read
 from lookout_cli.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 
 if TYPE_CHECKING:  # pragma: no cover - the meter reads views but builds none: not imported to run
@@ -624,15 +623,6 @@ ARGUMENT_KEYS = frozenset(PATH_KEYS + RANGE_KEYS + SUMMARY_KEYS)  # all the mete
 ARGUMENT_FIELDS = ("arguments", "input", "args")  # where an adapter keeps a call's arguments in ``extra``
 
 
-def _json(text: str) -> Any:
-    """JSON read with orjson, or the standard library for what orjson refuses (numbers past 64
-    bits, NaN, lone surrogates): the meter reads a call's arguments several times."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
 def call_arguments(item: Item) -> Any:
     """A tool call's arguments: the adapter's parsed copy if it kept one, else the JSON in its text."""
     for key in ARGUMENT_FIELDS:
@@ -640,7 +630,7 @@ def call_arguments(item: Item) -> Any:
             value = item.extra[key]
             if isinstance(value, str):
                 try:
-                    return _json(value)
+                    return loads_to_read(value)  # read several times a call: orjson first
                 except ValueError:
                     return value
             return value
@@ -648,7 +638,7 @@ def call_arguments(item: Item) -> Any:
     start = text.find("{")
     if start >= 0:
         try:
-            return _json(text[start:] if start else text)
+            return loads_to_read(text[start:] if start else text)
         except ValueError:
             pass
         try:

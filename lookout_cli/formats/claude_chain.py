@@ -351,6 +351,11 @@ def _uuids(obj: Any) -> tuple[Any, Any]:
     return uuid_key(obj.get("uuid")), uuid_key(obj.get("parentUuid"))
 
 
+def _uuid(obj: Any, name: str) -> Any:
+    """A line's uuid field as the chain keys it (a node keeps it so)."""
+    return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
+
+
 def build_chain(records: list[Record]) -> Chain:
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
     objs: list = [r.node if r.node is not None else r.data for r in records]
@@ -504,20 +509,15 @@ def _preserved_relinks(objs, kinds, lines, members, resolve, latest) -> tuple[di
             walked.append(pos)
             if pos == head:
                 break
-            pos = resolve(_uuid(objs[pos], "parentUuid"), pos)
+            pos = resolve(_uuids(objs[pos])[1], pos)
         if pos == head:
             preserved = set(walked)
             overrides[head] = anchor
             for i in lines:
-                if i != head and i > anchor and resolve(_uuid(objs[i], "parentUuid"), i) == anchor:
+                if i != head and i > anchor and resolve(_uuids(objs[i])[1], i) == anchor:
                     overrides[i] = tail
     pruned = {i for i in members if i < last and i not in preserved}
     return overrides, pruned
-
-
-def _uuid(obj: Any, name: str) -> Any:
-    """A line's uuid field as the chain keys it (a node keeps it so)."""
-    return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
 
 
 

@@ -27,7 +27,7 @@ import orjson
 from lookout_cli import formats
 from lookout_cli.formats import as_str, interned
 from lookout_cli.errors import LookoutError
-from lookout_cli.jsonl import Record, loads_exact
+from lookout_cli.jsonl import Record, loads_exact, loads_to_read
 from lookout_cli.saved import restore_marker
 from lookout_cli.tokens import estimate
 from lookout_cli.view import (
@@ -818,18 +818,13 @@ def _latest_real_line(transcript: formats.Transcript) -> Record | None:
 
 def _parse_wrapped(output: str, exact: bool = True) -> dict | None:
     """The 0.5x shell output: a JSON object inside the string, ``{"output": …, "metadata": …}``.
-    ``exact=False`` (to read it, not to write it back) tries orjson first, five times faster:
-    it makes a float of an integer past 64 bits (no text, no exit code is one), and what it
-    refuses (NaN, a lone surrogate) the standard library reads as before."""
+    ``exact=False`` (to read it, not to write it back) reads it with orjson first, five times
+    faster (``loads_to_read``: no text, no exit code is an integer past 64 bits)."""
     if not output.startswith("{"):
         return None
-    for parse in (json.loads,) if exact else (orjson.loads, json.loads):
-        try:
-            value = parse(output)
-            break
-        except ValueError:
-            continue
-    else:
+    try:
+        value = json.loads(output) if exact else loads_to_read(output)
+    except ValueError:
         return None
     if isinstance(value, dict) and isinstance(value.get("output"), str):
         return value
