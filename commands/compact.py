@@ -49,7 +49,7 @@ compaction.tail_turns, compaction.preserve_recent_tokens, compaction.reserved,
 compaction.model, compaction.summarizer, compaction.base_url, compaction.api_key_env,
 compaction.timeout, compaction.on_failure, compaction.summary_tokens (20,000),
 compaction.prune_protect_tokens (40,000), compaction.prune_minimum_tokens (20,000),
-max_tool_output_chars.
+compaction.jobs (1), max_tool_output_chars.
 
 \b
 Exit status: 0 compacted or nothing to do; 1 --check and something would change; 2 an
@@ -105,10 +105,13 @@ def _bool(run: Run, key: str, flag, default: bool) -> bool:
 @click.option("--prune/--no-prune", "prune", default=None, help="Clear old tool output [config: compaction.prune].")
 @click.option("--estimate", is_flag=True, help="Count with the fast estimate instead of the tokenizer.")
 @click.option("--now", "now_text", metavar="ISO", help="The time to judge the cache's warmth against (default: now).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
+              help="Count in N processes (pays on a first run over a large transcript) [config: compaction.jobs; "
+              "default: 1].")
 @filter_options(side_effects=True)
 def compact(run: Run, force, budget, model_name, stages, instructions, summarizer, summary_model, summary_url,
             summary_key_env, summary_timeout, summary_file, on_failure, threshold_percent, reserved, tail_turns,
-            preserve_recent_tokens, max_tool_output_chars, prune, estimate, now_text) -> None:
+            preserve_recent_tokens, max_tool_output_chars, prune, estimate, now_text, jobs) -> None:
     """Make room in the context: prune, clamp, summarize, shorten, and truncate as a last resort.
 
     Runs only when compaction is due (the budget's threshold_percent, or the room left falls to
@@ -129,7 +132,8 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
                                on_failure=on_failure, model_name=model_name, budget=budget,
                                threshold_percent=threshold_percent, reserved=reserved, prune=prune,
                                tail_turns=tail_turns, preserve_recent_tokens=preserve_recent_tokens,
-                               max_tool_output_chars=max_tool_output_chars, estimate=estimate, now=now)
+                               max_tool_output_chars=max_tool_output_chars, estimate=estimate, now=now,
+                               jobs=jobs)
     if options.on_failure not in ("stop", "truncate"):
         raise LookoutError(f"compaction.on_failure: {options.on_failure!r} is not stop or truncate")
     try:
@@ -194,7 +198,7 @@ def _tell(run: Run, result) -> None:
 def options_from_run(run: Run, *, force: bool = False, stages=None, instructions=None, on_failure=None,
                      model_name=None, budget=None, threshold_percent=None, reserved=None, prune=None,
                      tail_turns=None, preserve_recent_tokens=None, max_tool_output_chars=None,
-                     estimate: bool = False, now=None):
+                     estimate: bool = False, now=None, jobs=None):
     """The compaction options from flags (None: not given), the config file and the defaults.
     prepare-idle builds its options here too, so both commands read the same keys."""
     from lookout_cli import compactor
@@ -225,6 +229,7 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
         protect_tokens=_int(run, "compaction.prune_protect_tokens", None, 40_000),
         prune_minimum=_int(run, "compaction.prune_minimum_tokens", None, 20_000),
         estimate=estimate,
+        jobs=run.jobs("compaction.jobs", jobs),
         now=now,
         models_config=run.setting("models", None, None),
         dry_run=run.dry_run,

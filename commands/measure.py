@@ -129,7 +129,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
                             skills_file, no_discover, preset, now)
     cache = not no_cache and _flag(run.setting("measure.cache", None, True))
-    meter, transcript = measure_input(run, settings, _jobs(run.setting("measure.jobs", jobs, 1)), cache)
+    meter, transcript = measure_input(run, settings, run.jobs("measure.jobs", jobs), cache)
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
         from lookout_cli.plot import draw
@@ -229,16 +229,6 @@ def count_key(model: str | None, settings: Settings) -> tuple:
     from lookout_cli.tokens import encoding_for_model
 
     return encoding_for_model(model), not settings.estimate
-
-
-def _jobs(value) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise LookoutError(f"measure.jobs: {value!r} is not a whole number") from None
-    if n < 1:
-        raise LookoutError(f"measure.jobs: {n} must be 1 or more")
-    return n
 
 
 def _flag(value) -> bool:

@@ -37,7 +37,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript
 from lookout_cli.jsonl import Record
 from lookout_cli.saved import MARKER, SavedStore
-from lookout_cli.view import TOOL_RESULT, Item, View
+from lookout_cli.view import IMAGE, TOOL_RESULT, Item, View
 
 NO_PROGRESS_RATIO = 0.8
 ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
@@ -65,6 +65,7 @@ class Options:
     protect_tokens: int = 40_000
     prune_minimum: int = 20_000
     estimate: bool = False  # count with the fast estimate instead of the tokenizer
+    jobs: int = 1  # processes that count what the block cache does not know
     now: dt.datetime | None = None
     models_config: dict | None = None
     dry_run: bool = False  # plan only: external summarizers are not called
@@ -157,7 +158,8 @@ class Gauge:
 
         self.meter = meter
         self.model = options.model or view.model
-        self.counter = counter_for(self.model, exact=not options.estimate)  # what measure counted is reused
+        self.counter = counter_for(self.model, exact=not options.estimate, jobs=options.jobs)  # measure's counts reused
+        self.jobs = options.jobs
         self.settings = meter.Settings(model=options.model, budget=options.budget, estimate=options.estimate,
                                        now=options.now, models_config=options.models_config,
                                        threshold_percent=options.threshold_percent, reserved=options.reserved)
@@ -202,6 +204,9 @@ class Gauge:
         return self.counter.count(text)
 
     def tokens(self, view: View) -> list[int]:
+        later = getattr(self.counter, "count_later", None)
+        if self.jobs > 1 and later is not None:  # the texts no cache knows, counted in processes first
+            later([i.text for i in view.items if i.kind != IMAGE and i.tokens is None], jobs=self.jobs)()
         return self.meter.item_tokens(view, self.counter, self.provider)
 
 

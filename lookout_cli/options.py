@@ -194,6 +194,17 @@ class Run:
     def setting(self, key: str, flag: Any = None, default: Any = None) -> Any:
         return self.config.setting(key, flag, default)
 
+    def jobs(self, key: str, flag: int | None) -> int:
+        """How many processes count a cold pass (``--jobs``, else ``key`` in the config; 1)."""
+        value = self.setting(key, flag, 1)
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            raise LookoutError(f"{key}: {value!r} is not a whole number") from None
+        if n < 1:
+            raise LookoutError(f"{key}: {n} must be 1 or more")
+        return n
+
     @property
     def source(self) -> str | None:
         """The input's path, or None for standard input."""

@@ -374,3 +374,30 @@ def test_each_text_is_tokenized_at_most_once(tmp_path, monkeypatch):
     assert result.changed and [s.stage for s in result.stages if s.ran] == ["prune", "clamp", "summarize"]
     assert len(seen) == len(set(seen)) == result.counted
     assert result.reused > 0
+
+
+def test_jobs_count_in_worker_processes_to_the_same_result(tmp_path, monkeypatch):
+    """--jobs 2 counts what the block cache does not know in forked workers first; the
+    compaction is the one --jobs 1 makes."""
+    from lookout_cli import token_cache
+
+    monkeypatch.setattr(token_cache, "MIN_PARALLEL_CHARS", 0)  # fork even for this small session
+    sent: list[int] = []
+    real = token_cache.start_counts
+
+    def spy(texts, encoding, jobs=1):
+        sent.append(len(texts) if jobs > 1 else 0)
+        return real(texts, encoding, jobs)
+
+    monkeypatch.setattr(token_cache, "start_counts", spy)
+    data = session("claude-code", turns=16)
+    reports = []
+    for jobs in (1, 2):
+        monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / f"saved{jobs}"))
+        monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / f"cache{jobs}"))  # cold for each
+        result = compactor.compact_transcript(parse(data), compactor.Options(
+            force=True, budget="60k", max_tool_output_chars=5000, jobs=jobs))
+        reports.append({k: v for k, v in result.report().items() if k not in ("stages", "summary", "tokenized")}
+                       | {"stages": [(s.stage, s.ran, s.freed, len(s.items)) for s in result.stages]})
+    assert sent and sent[0] > 0  # the first measure's texts went to the workers
+    assert reports[0] == reports[1] and reports[0]["changed"]

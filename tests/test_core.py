@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 
@@ -13,7 +14,7 @@ from conftest import run_lookout
 from lookout_cli.config import Config
 from lookout_cli.errors import LookoutError
 from lookout_cli.fsutil import atomic_write, sealed_values, sealed_writer, sync_pending
-from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, read_records
+from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, loads_exact, read_records
 from lookout_cli.saved import MARKER, SavedStore, placeholder, restore_lines
 
 TRICKY = (
@@ -117,6 +118,23 @@ def test_sealed_values_read_back_what_was_put_tables_included_and_refuse_damage(
 
 def test_dumps_compact_matches_agent_style():
     assert dumps_compact({"a": "é", "b": [1, None]}) == '{"a":"é","b":[1,null]}'.encode()
+
+
+@pytest.mark.parametrize("line", [
+    b'{"big":18446744073709551616,"neg":-9223372036854775809,"ok":9223372036854775807}',
+    b'{"small":[1e-07,2.5e-05,0.0001,1.5e-5],"large":[1e16,1.2345678901234568e+17,1e+22]}',
+    b'{"text":"uuid 3f5e-1a2b and 0.00001 in a string","n":[0.5,3.0,-0.0]}',
+    b'{"lone":"\\ud800 then \\udfff","ctl":"\\u0000\\u001f\\b\\f\\n\\r\\t\\u007f\xe2\x80\xa8"}',
+    b'{"digits":"12345678901234567890123","x":1}',
+])
+def test_edits_read_and_write_what_the_standard_library_does(line):
+    """orjson reads big integers as floats and writes small and large floats in its own
+    notation: an edited line must still come out as the standard library wrote it."""
+    expected = json.loads(line)
+    got = loads_exact(line)
+    assert got == expected and repr(got) == repr(expected)  # 2**64 stays an int, -0.0 a float
+    assert dumps_compact(got) == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "backslashreplace")
 
 
 def test_store_is_content_addressed_and_idempotent(tmp_path):
