@@ -65,6 +65,9 @@ again; when it was rewritten, lines with the same bytes are not parsed again. A 
 before and unchanged since (same inode, size, time and guard hashes; same settings and setup
 files) is not parsed at all: its figures are reused and only the warm-cache time is worked
 out anew. --no-cache turns all three off. --jobs N counts a cold pass in N processes.
+--usage-only parses only the lines that record usage (a fast cost and context check: the
+provider's counts, no parts; usages are taken in file order, not along the conversation's
+branches).
 
 \b
 Every figure is marked exact (a provider count recorded in the transcript: the last response's
@@ -109,8 +112,11 @@ written first); 2 an error.
               help="Count in N processes (pays on cold runs over large inputs) [config: measure.jobs; default: 1].")
 @click.option("--no-cache", is_flag=True,
               help="Do not use the token-count cache in the cache folder (counts are then all tokenized).")
+@click.option("--usage-only", is_flag=True,
+              help="Only the provider's recorded counts: read just the lines that record usage (context used, "
+                   "cache, cost; no parts).")
 def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_at, plot_path, system_file,
-            tools_file, rules_file, skills_file, no_discover, preset, now_text, jobs, no_cache) -> None:
+            tools_file, rules_file, skills_file, no_discover, preset, now_text, jobs, no_cache, usage_only) -> None:
     """Report what fills the model's context; pass the transcript through unchanged.
 
     Shows the tokens used of the budget and the meter's state, where the chat will be summarized
@@ -128,8 +134,14 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
     settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
                             skills_file, no_discover, preset, now)
-    cache = not no_cache and _flag(run.setting("measure.cache", None, True))
-    meter, transcript = measure_input(run, settings, run.jobs("measure.jobs", jobs), cache)
+    if usage_only:
+        if estimate or plot_path:
+            raise click.UsageError(f"--usage-only counts nothing: {'--estimate' if estimate else '--plot'} "
+                                   "needs a full measure")
+        meter, transcript = measure_usage_input(run, settings)
+    else:
+        cache = not no_cache and _flag(run.setting("measure.cache", None, True))
+        meter, transcript = measure_input(run, settings, run.jobs("measure.jobs", jobs), cache)
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
         from lookout_cli.plot import draw
@@ -207,6 +219,19 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
                             last_timed(view.usages))
     return meter, transcript
+
+
+def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript]:
+    """``--usage-only``: the meter of the provider's recorded counts, from the lines that
+    record them (``Adapter.usage_needles``); the rest of the transcript is passed, not parsed."""
+    from lookout_cli.meter import measure_usage
+    from lookout_cli.view import View
+
+    transcript, kept = run.load_usage()
+    transcript.original = transcript.records  # nothing changes
+    adapter = transcript.adapter
+    view = adapter.usage_view(kept) if adapter is not None else View(format="unknown")
+    return measure_usage(view, settings), transcript
 
 
 def _input_bytes(run: Run) -> int:

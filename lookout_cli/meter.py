@@ -867,7 +867,7 @@ class Meter:
     model_known: bool
     model_source: str
     encoding: str
-    counting: str  # "tokenizer" counts or the fast "estimate"
+    counting: str  # "tokenizer" counts, the fast "estimate", or "usage" (recorded usage only)
     image_provider: str
     budget: BudgetFigures
     used: Used
@@ -898,6 +898,8 @@ class Meter:
 
     @property
     def counting_label(self) -> str:
+        if self.counting == "usage":
+            return "the provider's recorded usage only (nothing tokenized)"
         return f"the {self.encoding} tokenizer" if self.counting == "tokenizer" else "the fast estimate (no tokenizer)"
 
     @property
@@ -1053,55 +1055,79 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     else:
         ratio = calibration_ratio(last.prompt, last.estimate)
     used = context_used(view, tokens, setup_tokens, inferred, ratio, positions)
-    recorded_window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)
-    figures = budget_figures(model_info, recorded_window, settings, used.tokens, budget_info)
-    pct = 100 * used.tokens / figures.budget if figures.budget else 0.0
-    amber = float(settings.amber if settings.amber is not None else DEFAULT_AMBER)
-    red = float(settings.red if settings.red is not None else round(100 * figures.summary_point / figures.budget, 3)
-                if figures.budget else 100.0)
-    state = meter_state(pct, amber, red, settings.hidden)
-    totals = cache_totals(view.usages)
-    cost = total_cost(view.usages, _model_cache(settings.models_config, model_name, model_info), model_name)
-    now = settings.now or dt.datetime.now(dt.timezone.utc)
-    warm = warm_cache(view.usages, now, model_ttl(model_info))
     dups, superseded = duplicate_reads(view, tokens)
     reclaim, reclaim_total = reclaimable(view, tokens, superseded=superseded)
-    notes = []
+    notes = ["setup the transcript does not record was inferred from the first recorded prompt"] if inferred else []
+    return _meter(view, settings, model_info, used, budget_info, notes, model_source=model_source,
+                  encoding=counter.encoding, counting="tokenizer" if counter.exact else "estimate",
+                  image_provider=provider, parts=parts, total=total, largest_results=largest_results,
+                  last=last, calibration=ratio, calibration_note=why_not, duplicates=dups,
+                  reclaimable=reclaim, reclaimable_total=reclaim_total, series=series(view, found))
+
+
+def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
+    """The meter from the provider's own counts alone (``measure --usage-only``: a view with
+    usages and compactions, no items). Nothing is counted, so parts, calibration, duplicate
+    reads and reclaimable items stay empty; the context used is the last response's prompt and
+    output while no compaction came after it, else what the last compaction recorded."""
+    model_name = settings.model or view.model
+    if model_info is None:
+        model_info = lookup_model(model_name, settings.models_config)
+    usage = last_usage(view)
+    after = [c for c in view.compactions if usage is None or c.record.lineno > usage.record.lineno]
+    last = None if usage is None else LastResponse(
+        usage.input, usage.cache_write, usage.cache_read, usage.prompt, usage.output, usage.model or view.model,
+        usage.timestamp, usage.record.lineno, None, not after)
+    if usage is not None and not after:
+        exact = usage.prompt + usage.output
+        used = Used(exact, EXACT, exact, 0)
+    elif after and after[-1].after is not None:
+        used = Used(after[-1].after, "recorded", None, 0,
+                    "The transcript was compacted after the last recorded response; the compaction's own figure")
+    else:
+        used = Used(0, "unknown", None, 0, "No provider count describes the context now (measure without "
+                                           "--usage-only to count it)")
+    notes = ["usage only: the provider's recorded counts, nothing tokenized (parts, calibration, duplicate "
+             "reads and reclaimable items need a full measure)"]
+    return _meter(view, settings, model_info, used, None, notes,
+                  model_source=settings.model_source if settings.model else ("transcript" if view.model else "default"),
+                  encoding="-", counting="usage", image_provider=image_provider(model_name, view.format), parts=[],
+                  total=0, largest_results=[], last=last, calibration=None,
+                  calibration_note="usage only: nothing was counted to compare with", duplicates=[], reclaimable=[],
+                  reclaimable_total=0, series=series(view, []))
+
+
+def _meter(view: View, settings: Settings, model_info, used: Used, budget_info, notes: list[str], **figures) -> Meter:
+    """The figures every measure gives from the context used and the recorded usages: budget,
+    meter state, cache totals, cost and the warm cache."""
+    model_name = settings.model or view.model
+    recorded_window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)
+    budget = budget_figures(model_info, recorded_window, settings, used.tokens, budget_info)
+    pct = 100 * used.tokens / budget.budget if budget.budget else 0.0
+    amber = float(settings.amber if settings.amber is not None else DEFAULT_AMBER)
+    red = float(settings.red if settings.red is not None else round(100 * budget.summary_point / budget.budget, 3)
+                if budget.budget else 100.0)
+    now = settings.now or dt.datetime.now(dt.timezone.utc)
     if not getattr(model_info, "known", True):
-        notes.append(f"model {model_name or '(none recorded)'} is not in the models file: its window and "
-                     "prices are defaults (pass --model or add it to the config)")
-    if inferred:
-        notes.append("setup the transcript does not record was inferred from the first recorded prompt")
+        notes.insert(0, f"model {model_name or '(none recorded)'} is not in the models file: its window and "
+                        "prices are defaults (pass --model or add it to the config)")
     return Meter(
         format=view.format,
         model=model_name,
         model_known=bool(getattr(model_info, "known", True)),
-        model_source=model_source,
-        encoding=counter.encoding,
-        counting="tokenizer" if counter.exact else "estimate",
-        image_provider=provider,
-        budget=figures,
+        budget=budget,
         used=used,
         percent=pct,
-        state=state,
+        state=meter_state(pct, amber, red, settings.hidden),
         amber=amber,
         red=red,
         hidden=settings.hidden,
-        parts=parts,
-        total=total,
-        largest_results=largest_results,
-        last=last,
-        calibration=ratio,
-        calibration_note=why_not,
-        cache=totals,
-        cost=cost,
-        warm=warm,
+        cache=cache_totals(view.usages),
+        cost=total_cost(view.usages, _model_cache(settings.models_config, model_name, model_info), model_name),
+        warm=warm_cache(view.usages, now, model_ttl(model_info)),
         compactions=compactions(view),
-        duplicates=dups,
-        reclaimable=reclaim,
-        reclaimable_total=reclaim_total,
-        series=series(view, found),
         notes=notes,
+        **figures,
     )
 
 

@@ -286,40 +286,9 @@ def _basis_tag(part: Part) -> str:
     return ""
 
 
-def render(meter: Meter, style=None, source: str | None = None, fail_at: float | None = None) -> str:
-    """The readable report. ``style`` is ``Reporter.style`` (colour on a terminal) or None."""
-    style = style or (lambda text, **_: text)
-    b, u = meter.budget, meter.used
-    out = _Lines()
-    title = f"lookout measure: {source or 'standard input'}"
-    model = meter.model or "unknown model"
-    known = "" if meter.model_known else " (unknown model: defaults)"
-    out.add(style(title, bold=True))
-    out.add(f"  {model}{known} · {meter.format} · counted with {meter.counting_label}")
-    state = style(meter.state, fg=STATE_COLOURS.get(meter.state), bold=meter.state in ("amber", "red"))
-    out.add("")
-    out.add(f"Context {bar(meter, style)} {percent(meter.percent)}  {state}")
-    out.add(f"  Used: {fmt(u.tokens)} of {fmt(b.budget)} tokens ({u.basis})")
-    if u.provider is not None and u.pending:
-        out.add(f"    = {fmt(u.provider)} at the last response (exact: its prompt + output) "
-                f"+ {fmt(u.pending)} added since (estimated)")
-    elif u.provider is not None:
-        out.add("    = the last response's prompt + output, as the provider counted them")
-    if u.note:
-        out.add(f"  {u.note}, so this is our estimate.")
-    window = f"window {fmt(b.window)} ({b.window_source})"
-    budget_src = "" if b.budget_source == "window" else f", budget from {b.budget_source}"
-    out.add(f"  {window}{budget_src}; reserve {fmt(b.reserve)}")
-    out.add(f"  Summarized at {fmt(b.summary_point)} ({percent(_pct(b.summary_point, b.budget))}, "
-            f"{b.summary_point_source}); compaction due at {fmt(b.due_at)} "
-            f"({percent(_pct(b.due_at, b.budget))})" + (" — due now" if b.due else ""))
-    out.add(f"  Meter: hidden under {meter.hidden:g}%, amber from {meter.amber:.4g}%, red from {meter.red:.4g}%")
-    if fail_at is not None:
-        verdict = "FAILS" if meter.percent >= fail_at else "passes"
-        out.add(f"  --fail-at {fail_at:g}%: {verdict}")
-
+def _parts(out: _Lines, meter: Meter) -> None:
+    """What fills the context: setup and conversation parts, and the largest tool results."""
     largest = meter.largest(2)
-    out.add("")
     if largest:
         names = ", ".join(f"{p.label} {100 * p.tokens / meter.total:.0f}%" for p in largest)
         out.add(f"What fills it: {names}")
@@ -349,6 +318,65 @@ def render(meter: Meter, style=None, source: str | None = None, fail_at: float |
         for n, r in enumerate(meter.largest_results, 1):
             target = f"  {r.target}" if r.target else ""
             out.add(f"    {n}. {r.tool} {r.call_id or '(no id)'}  {fmt(r.tokens)} tokens, line {r.line}{target}")
+
+
+def _reclaimable(out: _Lines, meter: Meter) -> None:
+    """Duplicate reads and the largest items that could be reclaimed."""
+    if meter.duplicates:
+        out.add("Duplicate reads:")
+        for d in meter.duplicates[:10]:
+            ranges = "; ".join(r or "whole file" for r in d.ranges)
+            out.add(f"  {d.path}: read {d.reads}× ({ranges}), {fmt(d.tokens)} tokens (estimated), "
+                    f"{fmt(d.reclaimable)} superseded by a later identical read")
+    else:
+        out.add("Duplicate reads: none")
+    if meter.reclaimable:
+        out.add(f"Reclaimable (estimated): {fmt(meter.reclaimable_total)} tokens; largest:")
+        for r in meter.reclaimable:
+            label = r.tool or r.kind
+            target = f" {r.target}" if r.target else ""
+            out.add(f"  {fmt(r.tokens):>8}  {r.kind.replace('_', ' ')}: {label}{target} (line {r.line})")
+    else:
+        out.add("Reclaimable: nothing yet")
+
+
+def render(meter: Meter, style=None, source: str | None = None, fail_at: float | None = None) -> str:
+    """The readable report. ``style`` is ``Reporter.style`` (colour on a terminal) or None."""
+    style = style or (lambda text, **_: text)
+    b, u = meter.budget, meter.used
+    out = _Lines()
+    title = f"lookout measure: {source or 'standard input'}"
+    model = meter.model or "unknown model"
+    known = "" if meter.model_known else " (unknown model: defaults)"
+    out.add(style(title, bold=True))
+    out.add(f"  {model}{known} · {meter.format} · counted with {meter.counting_label}")
+    state = style(meter.state, fg=STATE_COLOURS.get(meter.state), bold=meter.state in ("amber", "red"))
+    out.add("")
+    out.add(f"Context {bar(meter, style)} {percent(meter.percent)}  {state}")
+    out.add(f"  Used: {fmt(u.tokens)} of {fmt(b.budget)} tokens ({u.basis})")
+    if u.provider is not None and u.pending:
+        out.add(f"    = {fmt(u.provider)} at the last response (exact: its prompt + output) "
+                f"+ {fmt(u.pending)} added since (estimated)")
+    elif u.provider is not None:
+        out.add("    = the last response's prompt + output, as the provider counted them")
+    if u.note:
+        out.add(f"  {u.note}." if meter.counting == "usage" else f"  {u.note}, so this is our estimate.")
+    window = f"window {fmt(b.window)} ({b.window_source})"
+    budget_src = "" if b.budget_source == "window" else f", budget from {b.budget_source}"
+    out.add(f"  {window}{budget_src}; reserve {fmt(b.reserve)}")
+    out.add(f"  Summarized at {fmt(b.summary_point)} ({percent(_pct(b.summary_point, b.budget))}, "
+            f"{b.summary_point_source}); compaction due at {fmt(b.due_at)} "
+            f"({percent(_pct(b.due_at, b.budget))})" + (" — due now" if b.due else ""))
+    out.add(f"  Meter: hidden under {meter.hidden:g}%, amber from {meter.amber:.4g}%, red from {meter.red:.4g}%")
+    if fail_at is not None:
+        verdict = "FAILS" if meter.percent >= fail_at else "passes"
+        out.add(f"  --fail-at {fail_at:g}%: {verdict}")
+
+    out.add("")
+    if meter.counting == "usage":
+        out.add("Parts: not counted (--usage-only reads only the provider's counts)")
+    else:
+        _parts(out, meter)
 
     out.add("")
     last = meter.last
@@ -401,22 +429,8 @@ def render(meter: Meter, style=None, source: str | None = None, fail_at: float |
             out.add(f"  line {c.line} {c.trigger or ''} {c.timestamp or ''}: {fmt(c.before)} → {after}".rstrip())
     else:
         out.add("Compactions: none")
-    if meter.duplicates:
-        out.add("Duplicate reads:")
-        for d in meter.duplicates[:10]:
-            ranges = "; ".join(r or "whole file" for r in d.ranges)
-            out.add(f"  {d.path}: read {d.reads}× ({ranges}), {fmt(d.tokens)} tokens (estimated), "
-                    f"{fmt(d.reclaimable)} superseded by a later identical read")
-    else:
-        out.add("Duplicate reads: none")
-    if meter.reclaimable:
-        out.add(f"Reclaimable (estimated): {fmt(meter.reclaimable_total)} tokens; largest:")
-        for r in meter.reclaimable:
-            label = r.tool or r.kind
-            target = f" {r.target}" if r.target else ""
-            out.add(f"  {fmt(r.tokens):>8}  {r.kind.replace('_', ' ')}: {label}{target} (line {r.line})")
-    else:
-        out.add("Reclaimable: nothing yet")
+    if meter.counting != "usage":  # nothing was read to find them (the note says so)
+        _reclaimable(out, meter)
     for note in meter.notes:
         out.add(f"Note: {note}")
     return "\n".join(out.lines) + "\n"

@@ -29,8 +29,8 @@ from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
 from lookout_cli.fsutil import atomic_writer, sync_pending
 from lookout_cli.jsonl import (
-    DEFAULT_MAX_RECORD_BYTES, LeanRecord, LineIndex, NullStream, Record, RecordWriter, is_dev_null, read_lean_records,
-    read_records,
+    DEFAULT_MAX_RECORD_BYTES, LeanRecord, LineIndex, NullStream, Record, RecordWriter, is_dev_null, lines_holding,
+    read_lean_records, read_records,
 )
 from lookout_cli.paths import save_dir
 from lookout_cli.term import Reporter
@@ -315,6 +315,60 @@ class Run:
             # no temporary file can be made: keep the lines in memory
         records = list(self.records())
         return Transcript(records, self._adapter_for(records), self.source)
+
+    def load_usage(self) -> tuple[Transcript, list[Record]]:
+        """What ``measure --usage-only`` reads: the transcript, which writes the input back
+        unchanged, and the records of the lines holding one of its format's ``usage_needles``
+        (their nodes kept, not their bytes), found in whole chunks: no other line is read one by
+        one. A format without needles, --strict, or no temporary file for a pipe: every line is
+        read (``load``)."""
+        if self.strict:
+            transcript = self.load()
+            return transcript, transcript.records
+        handle, spool = self._seekable_input()
+        if handle is None:
+            transcript = self.load(lean=False)
+            return transcript, transcript.records
+        start = 0 if spool is not None else handle.tell()
+        read = getattr(handle, "read1", handle.read)
+        head = b""
+        while True:  # enough lines to tell the format by
+            data = read(1 << 20)
+            if spool is not None:
+                spool.write(data)
+            head += data
+            lines = head.split(b"\n")[:-1] if data else head.split(b"\n")
+            sample = [r for r in map(Record, range(1, len(lines) + 1), lines) if r.data is not None]
+            if not data or len(sample) >= SNIFF_RECORDS:
+                break
+        adapter = self._adapter_for(sample)
+        needles = adapter.usage_needles if adapter is not None else ()  # unknown: no usage to find
+        if needles is None:  # every line read, from the start (a pipe's whole input in its copy)
+            if spool is not None:
+                while data := read(1 << 20):
+                    spool.write(data)
+                spool.flush()
+            source = spool if spool is not None else handle
+            source.seek(start)
+            transcript = self._load_lean(source, None, None)
+            return transcript, transcript.records
+        kept = []
+        for lineno, raw in lines_holding(handle, needles, head, spool, self.max_record_bytes):
+            record = Record(lineno, raw)
+            self._check(record)
+            obj = record.data
+            if obj is not None:
+                line = Record(lineno, b"")  # the bytes stay in the input, written back whole
+                line.node = adapter.usage_node(obj)
+                kept.append(line)
+        self._warn_total()
+        if spool is not None:
+            spool.flush()
+        transcript = Transcript([], adapter, self.source)
+        transcript.original = transcript.records
+        transcript.spool = spool or handle
+        transcript.spool_span = (start, (spool or handle).tell())
+        return transcript, kept
 
     def _load_lean(self, handle: IO[bytes], spool: IO[bytes] | None, memo: LineMemo | None) -> Transcript:
         start = 0 if spool is not None else handle.tell()

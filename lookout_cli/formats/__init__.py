@@ -169,6 +169,20 @@ class Adapter:
     def view(self, transcript: Transcript) -> View:
         raise NotImplementedError
 
+    # --- usage only (``measure --usage-only``) -----------------------------------------------
+    # Bytes one of which a line holds when it records usage, a compaction or the model (a
+    # usage-only load parses no other line); None: every line is read.
+    usage_needles: tuple[bytes, ...] | None = None
+
+    def usage_node(self, obj: Any) -> Any:
+        """What a usage-only load keeps of a line holding a needle (``usage_view`` reads it)."""
+        return self.node(obj)
+
+    def usage_view(self, records: Sequence[Record]) -> View:
+        """A view with the usages and compactions of ``records`` (its items are not read): the
+        lines a usage-only load kept, or every line when the format has no needles."""
+        return self.view(Transcript(list(records), self))
+
     # --- edits -------------------------------------------------------------------------------
     def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:
         """Replace a part's content in place with ``text`` (a placeholder), keeping the part's

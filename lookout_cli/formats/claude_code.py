@@ -32,7 +32,9 @@ from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
     CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, RecentUuids, build_chain, node_of, parse_time, plain, revive,
 )
-from lookout_cli.formats.claude_items import SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result
+from lookout_cli.formats.claude_items import (
+    SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result, usage_node, usage_view,
+)
 from lookout_cli.jsonl import Record, loads_exact
 from lookout_cli.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
 
@@ -113,6 +115,14 @@ class Adapter(_Base):
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo)
+
+    usage_needles = (b'"usage"', b'"compact_boundary"')
+
+    def usage_node(self, obj: Any) -> Any:
+        return usage_node(obj)
+
+    def usage_view(self, records) -> View:
+        return usage_view(records)
 
     # --- replace_content ------------------------------------------------------------------
     def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:

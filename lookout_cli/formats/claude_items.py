@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
-from lookout_cli.formats.claude_chain import Chain, is_map, message_id, tool_calls, usage_of
+from lookout_cli.formats.claude_chain import Chain, is_boundary, is_map, message_id, tool_calls, usage_of
 from lookout_cli.line_memo import has_prompt, unpack
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
@@ -437,6 +437,54 @@ class _Builder:
             if n < len(chain.boundaries):
                 at = chain.boundaries[n]
                 self.view.compactions.append(_compaction(chain.records[at], chain.node(at)))
+
+
+USAGE_FIELDS = ("type", "subtype", "isSidechain", "requestId", "uuid", "timestamp", "isApiErrorMessage",
+                "compactMetadata")
+
+
+def usage_node(obj: Any) -> Any:
+    """Of a line a usage-only load keeps, what ``usage_view`` reads (not its content)."""
+    if not isinstance(obj, dict):
+        return obj
+    node = {key: obj[key] for key in USAGE_FIELDS if key in obj}
+    message = obj.get("message")
+    if is_map(message):
+        node["message"] = {key: message[key] for key in ("id", "model", "usage") if key in message}
+    return node
+
+
+def usage_view(records) -> View:
+    """``Adapter.usage_view`` for Claude Code: usages in file order, not along the chain (a
+    usage-only load reads no other line). Subagents' (sidechain) lines are left out as the chain
+    leaves them; a response split over lines counts once (its last line), and once only across
+    compactions, as ``usages_and_compactions`` counts them."""
+    view = View(format="claude-code")
+    seen_before: set[str] = set()
+    current: dict[str, int] = {}
+    for record in records:
+        obj = record.node
+        if not isinstance(obj, dict) or obj.get("isSidechain") is True:
+            continue
+        if is_boundary(obj):
+            seen_before.update(current)
+            current = {}
+            view.compactions.append(_compaction(record, obj))
+            continue
+        usage = _usage(record, obj)
+        if usage is None:
+            continue
+        key = message_id(obj) or obj.get("requestId") or obj.get("uuid") or str(record.lineno)
+        if key in seen_before:
+            continue
+        if key in current:
+            view.usages[current[key]] = usage
+        else:
+            current[key] = len(view.usages)
+            view.usages.append(usage)
+        if usage.model:
+            view.model = usage.model
+    return view
 
 
 def chain_model(chain: Chain) -> str | None:

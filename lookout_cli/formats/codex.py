@@ -489,6 +489,13 @@ class Adapter(formats.Adapter):
                         scan.event_images.setdefault(url, []).append(record)
         return scan
 
+    usage_needles = (b'"token_count"', b'"turn_context"', b'"compacted"', b'"session_meta"')
+
+    def usage_view(self, records) -> View:
+        scan = self._scan(formats.Transcript(list(records), self))  # no response items among them
+        return View(format=self.name, usages=scan.usages, compactions=scan.compactions, model=scan.model,
+                    session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp)
+
     @staticmethod
     def _usage(record: Record, figures: tuple, model: str | None, ts: str | None) -> Usage | None:
         inp, cached, written, out, _total, window = map(_int, figures)
