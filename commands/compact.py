@@ -57,14 +57,6 @@ error, including a refused summary or a result that would leave a call without i
 """
 
 
-def _int(run: Run, key: str, flag, default: int) -> int:
-    value = run.setting(key, flag, default)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise LookoutError(f"{key}: {value!r} is not a whole number") from None
-
-
 def _bool(run: Run, key: str, flag, default: bool) -> bool:
     value = run.setting(key, flag, default)
     if isinstance(value, str):
@@ -222,14 +214,14 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
         threshold_percent=threshold,
         reserved=run.setting("compaction.reserved", reserved),
         prune=_bool(run, "compaction.prune", prune, True),
-        tail_turns=_int(run, "compaction.tail_turns", tail_turns, 2),
-        preserve_recent_tokens=_int(run, "compaction.preserve_recent_tokens", preserve_recent_tokens, 8_000),
-        max_tool_output_chars=_int(run, "max_tool_output_chars", max_tool_output_chars, 50_000),
-        summary_tokens=_int(run, "compaction.summary_tokens", None, 20_000),
-        protect_tokens=_int(run, "compaction.prune_protect_tokens", None, 40_000),
-        prune_minimum=_int(run, "compaction.prune_minimum_tokens", None, 20_000),
+        tail_turns=run.number("compaction.tail_turns", tail_turns, 2, int),
+        preserve_recent_tokens=run.number("compaction.preserve_recent_tokens", preserve_recent_tokens, 8_000, int),
+        max_tool_output_chars=run.number("max_tool_output_chars", max_tool_output_chars, 50_000, int),
+        summary_tokens=run.number("compaction.summary_tokens", None, 20_000, int),
+        protect_tokens=run.number("compaction.prune_protect_tokens", None, 40_000, int),
+        prune_minimum=run.number("compaction.prune_minimum_tokens", None, 20_000, int),
         estimate=estimate,
-        jobs=run.jobs("compaction.jobs", jobs),
+        jobs=run.number("compaction.jobs", jobs, 1, int, minimum=1),
         now=now,
         models_config=run.setting("models", None, None),
         dry_run=run.dry_run,

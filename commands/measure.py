@@ -141,7 +141,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         meter, transcript = measure_usage_input(run, settings)
     else:
         cache = not no_cache and _flag(run.setting("measure.cache", None, True))
-        meter, transcript = measure_input(run, settings, run.jobs("measure.jobs", jobs), cache)
+        meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache)
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
         from lookout_cli.plot import draw

@@ -188,13 +188,13 @@ class _Settings:
             mode=mode,
             cache_ttl=ttl,
             resets=resets,
-            min_tokens=_number(run, "idle.min_tokens", min_tokens, idle_plan.MIN_TOKENS, int),
-            lead=dt.timedelta(seconds=_number(run, "idle.lead", lead, idle_plan.PREPARE_LEAD.total_seconds())),
-            margin=dt.timedelta(seconds=_number(run, "idle.ping_margin", ping_margin,
-                                                idle_plan.PING_MARGIN.total_seconds())),
+            min_tokens=run.number("idle.min_tokens", min_tokens, idle_plan.MIN_TOKENS, int, minimum=0),
+            lead=dt.timedelta(seconds=run.number("idle.lead", lead, idle_plan.PREPARE_LEAD.total_seconds(), minimum=0)),
+            margin=dt.timedelta(seconds=run.number("idle.ping_margin", ping_margin,
+                                                   idle_plan.PING_MARGIN.total_seconds(), minimum=0)),
             on_ping=run.setting("idle.on_ping", on_ping) or None,
             on_prepare=run.setting("idle.on_prepare", on_prepare) or None,
-            hook_timeout=_number(run, "idle.hook_timeout", hook_timeout, DEFAULT_HOOK_TIMEOUT),
+            hook_timeout=run.number("idle.hook_timeout", hook_timeout, DEFAULT_HOOK_TIMEOUT, minimum=0),
         )
 
     def resets_for(self, provider: str | None) -> list[str]:
@@ -222,17 +222,6 @@ def _tier_of(value) -> str:
     if text in ("1h", "60m", "3600", "3600s"):
         return "1h"
     raise LookoutError(f"idle.cache_ttl: {value!r} is not 5m or 1h")
-
-
-def _number(run: Run, key: str, flag, default, kind=float):
-    value = run.setting(key, flag, default)
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise LookoutError(f"{key}: {value!r} is not a number") from None
-    if number < 0:
-        raise LookoutError(f"{key}: {value!r} is below zero")
-    return number
 
 
 def _compact_options(run: Run, model_name, budget, instructions, now: dt.datetime):

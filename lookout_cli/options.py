@@ -194,16 +194,18 @@ class Run:
     def setting(self, key: str, flag: Any = None, default: Any = None) -> Any:
         return self.config.setting(key, flag, default)
 
-    def jobs(self, key: str, flag: int | None) -> int:
-        """How many processes count a cold pass (``--jobs``, else ``key`` in the config; 1)."""
-        value = self.setting(key, flag, 1)
+    def number(self, key: str, flag: Any = None, default: Any = None, kind: type = float,
+               minimum: float | None = None) -> Any:
+        """A numeric setting (the flag, else ``key`` in the config, else ``default``) as
+        ``kind``, refused with a one-line error when it is not one or is under ``minimum``."""
+        value = self.setting(key, flag, default)
         try:
-            n = int(value)
+            number = kind(value)
         except (TypeError, ValueError):
-            raise LookoutError(f"{key}: {value!r} is not a whole number") from None
-        if n < 1:
-            raise LookoutError(f"{key}: {n} must be 1 or more")
-        return n
+            raise LookoutError(f"{key}: {value!r} is not a {'whole ' if kind is int else ''}number") from None
+        if minimum is not None and number < minimum:
+            raise LookoutError(f"{key}: {value!r} must be {minimum:g} or more")
+        return number
 
     @property
     def source(self) -> str | None:
