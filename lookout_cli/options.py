@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lookout_cli.saved import SavedStore
 
 MAX_WARNED_LINES = 10
+SNIFF_BYTES = 8 << 20  # a usage-only load tells the format from the lines in this much at most
 
 
 def _keep_lean(adapter: Adapter | None, record: LeanRecord) -> None:
@@ -341,7 +342,7 @@ class Run:
             head += data
             lines = head.split(b"\n")[:-1] if data else head.split(b"\n")
             sample = [r for r in map(Record, range(1, len(lines) + 1), lines) if r.data is not None]
-            if not data or len(sample) >= SNIFF_RECORDS:
+            if not data or len(sample) >= SNIFF_RECORDS or len(head) >= SNIFF_BYTES:
                 break
         adapter = self._adapter_for(sample)
         needles = adapter.usage_needles if adapter is not None else ()  # unknown: no usage to find
@@ -367,7 +368,6 @@ class Run:
         if spool is not None:
             spool.flush()
         transcript = Transcript([], adapter, self.source)
-        transcript.original = transcript.records
         transcript.spool = spool or handle
         transcript.spool_span = (start, (spool or handle).tell())
         return transcript, kept
