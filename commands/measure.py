@@ -67,7 +67,7 @@ files) is not parsed at all: its figures are reused and only the warm-cache time
 out anew. --no-cache turns all three off. --jobs N counts a cold pass in N processes.
 --usage-only parses only the lines that record usage (a fast cost and context check: the
 provider's counts, no parts; usages are taken in file order, not along the conversation's
-branches).
+branches; other lines are not checked for JSON but with --strict).
 
 \b
 Every figure is marked exact (a provider count recorded in the transcript: the last response's

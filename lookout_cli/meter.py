@@ -1069,7 +1069,7 @@ def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
     """The meter from the provider's own counts alone (``measure --usage-only``: a view with
     usages and compactions, no items). Nothing is counted, so parts, calibration, duplicate
     reads and reclaimable items stay empty; the context used is the last response's prompt and
-    output while no compaction came after it, else what the last compaction recorded."""
+    output while no compaction came after it, else unknown."""
     model_name = settings.model or view.model
     if model_info is None:
         model_info = lookup_model(model_name, settings.models_config)
@@ -1081,12 +1081,10 @@ def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
     if usage is not None and not after:
         exact = usage.prompt + usage.output
         used = Used(exact, EXACT, exact, 0)
-    elif after and after[-1].after is not None:
-        used = Used(after[-1].after, "recorded", None, 0,
-                    "The transcript was compacted after the last recorded response; the compaction's own figure")
     else:
-        used = Used(0, "unknown", None, 0, "No provider count describes the context now (measure without "
-                                           "--usage-only to count it)")
+        why = "The transcript was compacted after the last recorded response" if usage is not None and after \
+            else "The transcript records no provider usage"
+        used = Used(0, "unknown", None, 0, f"{why}: measure without --usage-only to count the context")
     notes = ["usage only: the provider's recorded counts, nothing tokenized (parts, calibration, duplicate "
              "reads and reclaimable items need a full measure)"]
     return _meter(view, settings, model_info, used, None, notes,

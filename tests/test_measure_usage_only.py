@@ -11,13 +11,16 @@ import random
 import orjson
 import pytest
 
-from conftest import DATA, SHARED_TRANSCRIPTS, real_transcripts, run_lookout
+from conftest import DATA, real_transcripts, run_lookout
 from lookout_cli.jsonl import lines_holding, read_records
 
 NOW = "2026-01-01T00:00:00Z"
 # The conversation branches (a rewind, sidechains off the main chain): the full measure follows
 # the chain, --usage-only reads usages in file order, so it also counts the abandoned branch's.
-BRANCHED = {"claudecodelog-dag_compact_after_rewind.jsonl", "agentsessions-claude-small-schema-coverage.jsonl"}
+BRANCHED = {"claudecodelog-dag_compact_after_rewind.jsonl", "agentsessions-claude-small-schema-coverage.jsonl",
+            "compactions.jsonl"}
+# every format's fixtures in the repository (real transcripts among them), and ../shared's
+TRANSCRIPTS = sorted(DATA.rglob("*.jsonl")) + real_transcripts()
 PROVIDER_FIGURES = ("input", "cache_write", "cache_read", "prompt", "output", "model", "timestamp", "line")
 
 
@@ -27,8 +30,8 @@ def report(*args: str, input: bytes = b"") -> dict:
     return orjson.loads(done.stdout)
 
 
-@pytest.mark.parametrize("path", real_transcripts(), ids=lambda p: p.name[:40])
-def test_real_transcripts_give_the_full_measures_provider_figures(path):
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name[:40]}")
+def test_transcripts_give_the_full_measures_provider_figures(path):
     full, quick = report(str(path)), report("--usage-only", str(path))
     assert quick["model"]["counting"] == "usage" and quick["parts"] == []
     assert quick["format"] == full["format"]
@@ -47,7 +50,7 @@ def test_real_transcripts_give_the_full_measures_provider_figures(path):
         assert quick["used"]["tokens"] == full["used"]["tokens"] and quick["used"]["basis"] == "exact"
 
 
-@pytest.mark.parametrize("path", real_transcripts(), ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name[:40]}")
 def test_the_transcript_passes_through_byte_for_byte(path):
     data = path.read_bytes()
     piped = run_lookout("measure", "-q", "--usage-only", input=data)
@@ -81,10 +84,13 @@ def test_a_split_response_counts_once_and_sidechains_not_at_all(tmp_path):
 
 
 def test_fail_at_strict_and_the_line_bound_hold():
-    data = (SHARED_TRANSCRIPTS / "claude-code" / "ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl").read_bytes()
-    over = run_lookout("measure", "-q", "--usage-only", "--budget", "20k", "--fail-at", "100", input=data)
-    assert over.returncode == 1 and over.stdout == data  # 21,562 of 20,000: written, then failed
-    under = run_lookout("measure", "-q", "--usage-only", "--budget", "40k", "--fail-at", "100", input=data)
+    data = (DATA / "measure" / "claude-small.jsonl").read_bytes()
+    used = report("--usage-only", input=data)["used"]
+    assert used["basis"] == "exact" and used["tokens"] > 0
+    budget = str(used["tokens"] * 2)  # the context is then exactly 50% of it
+    at = run_lookout("measure", "-q", "--usage-only", "--budget", budget, "--fail-at", "50", input=data)
+    assert at.returncode == 1 and at.stdout == data  # written, then failed
+    under = run_lookout("measure", "-q", "--usage-only", "--budget", budget, "--fail-at", "50.1", input=data)
     assert under.returncode == 0
     broken = data + b"not json\n"
     assert run_lookout("measure", "-q", "--usage-only", input=broken).stdout == broken

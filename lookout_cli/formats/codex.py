@@ -422,7 +422,9 @@ class Adapter(formats.Adapter):
     def node(self, obj: Any) -> Any:
         return node_of(obj)
 
-    def _scan(self, transcript: formats.Transcript) -> _Scan:
+    def _scan(self, transcript: formats.Transcript, items: bool = True) -> _Scan:
+        """What the view is built from; without ``items``, only usages, compactions and the
+        model (``usage_view``: the lines a usage-only load kept, their bytes not at hand)."""
         scan = _Scan(entries=[], usages=[], compactions=[], event_images={})
         last_key = None
         last_total: int | None = None
@@ -440,11 +442,11 @@ class Adapter(formats.Adapter):
                 scan.entries.append(_Entry(record, ("payload",), facts, ts))
             elif kind == "compacted":
                 history = facts[0]
-                if history is not None:
+                if items and history is not None:
                     scan.entries = [_Entry(record, ("payload", "replacement_history", i), item, ts)
                                     for i, item in history]
                     scan.base_has_history = True
-                else:
+                elif items:
                     scan.entries = _rebuild_local(scan.entries, record, ts)
                     scan.base_has_history = False
                 scan.base = record
@@ -492,7 +494,7 @@ class Adapter(formats.Adapter):
     usage_needles = (b'"token_count"', b'"turn_context"', b'"compacted"', b'"session_meta"')
 
     def usage_view(self, records) -> View:
-        scan = self._scan(formats.Transcript(list(records), self))  # no response items among them
+        scan = self._scan(formats.Transcript(list(records), self), items=False)
         return View(format=self.name, usages=scan.usages, compactions=scan.compactions, model=scan.model,
                     session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp)
 
