@@ -866,7 +866,7 @@ class Meter:
     model: str | None
     model_known: bool
     model_source: str
-    encoding: str
+    encoding: str | None  # None when nothing is counted (--usage-only)
     counting: str  # "tokenizer" counts, the fast "estimate", or "usage" (recorded usage only)
     image_provider: str
     budget: BudgetFigures
@@ -1026,7 +1026,6 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     from lookout_cli import tokens as toks
 
     model_name = settings.model or view.model
-    model_source = settings.model_source if settings.model else ("transcript" if view.model else "default")
     if model_info is None:
         model_info = lookup_model(model_name, settings.models_config)
     if counter is None:
@@ -1058,11 +1057,11 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     dups, superseded = duplicate_reads(view, tokens)
     reclaim, reclaim_total = reclaimable(view, tokens, superseded=superseded)
     notes = ["setup the transcript does not record was inferred from the first recorded prompt"] if inferred else []
-    return _meter(view, settings, model_info, used, budget_info, notes, model_source=model_source,
-                  encoding=counter.encoding, counting="tokenizer" if counter.exact else "estimate",
-                  image_provider=provider, parts=parts, total=total, largest_results=largest_results,
-                  last=last, calibration=ratio, calibration_note=why_not, duplicates=dups,
-                  reclaimable=reclaim, reclaimable_total=reclaim_total, series=series(view, found))
+    return _meter(view, settings, model_info, used, budget_info, notes, encoding=counter.encoding,
+                  counting="tokenizer" if counter.exact else "estimate", image_provider=provider, parts=parts,
+                  total=total, largest_results=largest_results, last=last, calibration=ratio,
+                  calibration_note=why_not, duplicates=dups, reclaimable=reclaim, reclaimable_total=reclaim_total,
+                  series=series(view, found))
 
 
 def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
@@ -1087,18 +1086,17 @@ def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
         used = Used(0, "unknown", None, 0, f"{why}: measure without --usage-only to count the context")
     notes = ["usage only: the provider's recorded counts, nothing tokenized (parts, calibration, duplicate "
              "reads and reclaimable items need a full measure)"]
-    return _meter(view, settings, model_info, used, None, notes,
-                  model_source=settings.model_source if settings.model else ("transcript" if view.model else "default"),
-                  encoding="-", counting="usage", image_provider=image_provider(model_name, view.format), parts=[],
-                  total=0, largest_results=[], last=last, calibration=None,
-                  calibration_note="usage only: nothing was counted to compare with", duplicates=[], reclaimable=[],
-                  reclaimable_total=0, series=series(view, []))
+    return _meter(view, settings, model_info, used, None, notes, encoding=None, counting="usage",
+                  image_provider=image_provider(model_name, view.format), parts=[], total=0, largest_results=[],
+                  last=last, calibration=None, calibration_note="usage only: nothing was counted to compare with",
+                  duplicates=[], reclaimable=[], reclaimable_total=0, series=series(view, []))
 
 
 def _meter(view: View, settings: Settings, model_info, used: Used, budget_info, notes: list[str], **figures) -> Meter:
     """The figures every measure gives from the context used and the recorded usages: budget,
     meter state, cache totals, cost and the warm cache."""
     model_name = settings.model or view.model
+    model_source = settings.model_source if settings.model else ("transcript" if view.model else "default")
     recorded_window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)
     budget = budget_figures(model_info, recorded_window, settings, used.tokens, budget_info)
     pct = 100 * used.tokens / budget.budget if budget.budget else 0.0
@@ -1113,6 +1111,7 @@ def _meter(view: View, settings: Settings, model_info, used: Used, budget_info, 
         format=view.format,
         model=model_name,
         model_known=bool(getattr(model_info, "known", True)),
+        model_source=model_source,
         budget=budget,
         used=used,
         percent=pct,

@@ -9,15 +9,16 @@ Every figure says whether it is *exact* (a provider count recorded in the transc
 JSON report schema (``--json``, ``--report FILE``), version ``lookout.measure/1``. Token
 figures are integers; shares and percentages are floats (shares 0–1, percents 0–100); a
 figure that cannot be known is ``null``. Each object with figures has a ``basis``:
-``exact``, ``estimated``, ``exact+estimated``, ``inferred`` or ``file``.
+``exact``, ``estimated``, ``exact+estimated``, ``inferred`` or ``file``; ``used`` may also be
+``unknown`` (``--usage-only`` when no provider count describes the context: 0 tokens).
 
 \b
   schema            "lookout.measure/1"
   command           "measure"
   source            input path, or null for standard input
   format            transcript format (claude-code, codex, openai, anthropic, gemini-cli)
-  model             {name, known, source: transcript|flag|config|default, encoding,
-                     counting: tokenizer|estimate, image_provider}
+  model             {name, known, source: transcript|flag|config|default, encoding (null with
+                     --usage-only), counting: tokenizer|estimate|usage, image_provider}
   budget            {window, window_source: transcript|model, budget, budget_source,
                      reserve, summary_point, summary_point_percent, summary_point_source,
                      compaction_due_at, compaction_due_percent, due: bool}

@@ -494,9 +494,12 @@ class Adapter(formats.Adapter):
     usage_needles = (b'"token_count"', b'"turn_context"', b'"compacted"', b'"session_meta"')
 
     def usage_view(self, records) -> View:
-        scan = self._scan(formats.Transcript(list(records), self), items=False)
+        return self._bare_view(self._scan(formats.Transcript(list(records), self), items=False))
+
+    def _bare_view(self, scan: _Scan, sink=None) -> View:
+        """The view of a scan before its items: usages, compactions, model and session."""
         return View(format=self.name, usages=scan.usages, compactions=scan.compactions, model=scan.model,
-                    session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp)
+                    session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp, sink=sink)
 
     @staticmethod
     def _usage(record: Record, figures: tuple, model: str | None, ts: str | None) -> Usage | None:
@@ -516,16 +519,7 @@ class Adapter(formats.Adapter):
 
     def view(self, transcript: formats.Transcript) -> View:
         scan = self._scan(transcript)
-        view = View(
-            format=self.name,
-            usages=scan.usages,
-            compactions=scan.compactions,
-            model=scan.model,
-            session_id=scan.session_id,
-            cwd=scan.cwd,
-            last_timestamp=scan.last_timestamp,
-            sink=transcript.sink,
-        )
+        view = self._bare_view(scan, transcript.sink)
         builder = _Builder(view, scan)
         if scan.meta_setup is not None:
             record, path, ts = scan.meta_setup
