@@ -16,7 +16,8 @@ from lookout_cli.clearing import cleared_sign, is_cleared
 from lookout_cli.meter import ARGUMENT_FIELDS, ARGUMENT_KEYS, call_arguments, image_dimensions
 from lookout_cli.view import IMAGE, NO_EXTRA, TOOL_CALL, Item, View
 
-BATCH_CHARS = 16_000_000  # with --jobs: characters counted together (each batch forks the workers once)
+BATCH_CHARS = 4_000_000  # with --jobs: characters sent to the workers together
+IN_FLIGHT = 2  # batches the workers may hold at once (the texts wait in memory meanwhile)
 
 
 class CountingSink:
@@ -29,7 +30,7 @@ class CountingSink:
         self.counter = None
         self._pending: list[Item] = []
         self._chars = 0
-        self._away = None  # (items, wait): a batch the worker processes are counting
+        self._away: list[tuple] = []  # (items, wait): batches the worker processes are counting
 
     def __call__(self, view: View, item: Item) -> None:
         if self.counter is None:
@@ -60,23 +61,26 @@ class CountingSink:
 
     def _flush(self) -> None:
         """Count the pending items: in the worker processes while the view goes on being built
-        (the batch before is settled first, so one batch at most is away)."""
+        (at most IN_FLIGHT batches away: the oldest is settled before another goes)."""
         items, self._pending, self._chars = self._pending, [], 0
-        self._settle()
         if not items:
             return
         later = getattr(self.counter, "count_later", None)
         if self.jobs > 1 and later is not None:
-            self._away = (items, later([i.text for i in items], jobs=self.jobs))
+            while len(self._away) >= IN_FLIGHT:
+                self._settle_oldest()
+            self._away.append((items, later([i.text for i in items], jobs=self.jobs)))
             return
         for item in items:
             item.tokens = self.counter.count(item.text)
             shrink(item)
 
     def _settle(self) -> None:
-        if self._away is None:
-            return
-        (items, wait), self._away = self._away, None
+        while self._away:
+            self._settle_oldest()
+
+    def _settle_oldest(self) -> None:
+        items, wait = self._away.pop(0)
         for item, n in zip(items, wait()):
             item.tokens = n
             shrink(item)

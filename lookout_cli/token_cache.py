@@ -16,9 +16,10 @@ exact (tokenizer) counts are stored: the estimate is cheaper than a lookup.
 If the cache cannot be opened or written (read-only home, a corrupted file), counting goes
 on without it: a cache never makes a run fail.
 
-``start_counts`` spreads the distinct texts of a cold pass over worker processes
-(``--jobs``): tiktoken holds the GIL for short texts and runs slower on threads other
-than the one that first used it (§2.5), so processes, forked after the encoding is loaded.
+``Workers`` spread the distinct texts of a cold pass over worker processes (``--jobs``):
+tiktoken holds the GIL for short texts and runs slower on threads other than the one that
+first used it (§2.5), so processes, forked once after the encoding is loaded and fed batch
+after batch while the view is built.
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ class CachedCounter:
         self._memo: dict[object, int] = {}
         self._memo_hits = 0
         self._tokenized = 0  # texts tokenized in this process
+        self._workers: Workers | None = None  # ``count_later``'s processes, kept for the run
 
     @property
     def hits(self) -> int:
@@ -228,7 +230,9 @@ class CachedCounter:
             if known is None:
                 todo[key] = t
         fresh = list(todo.values())
-        counting = start_counts(fresh, self.encoding, jobs)
+        if self._workers is None:
+            self._workers = Workers(self.encoding, jobs)
+        counting = self._workers.submit(fresh)
 
         def wait() -> list[int]:
             for key, t, n in zip(todo, fresh, counting()):
@@ -243,6 +247,8 @@ class CachedCounter:
         return wait
 
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
         if self.cache is not None:
             self.cache.close()
 
@@ -261,61 +267,84 @@ def counter_for(model: str | None, exact: bool = True, cache: bool = True, jobs:
 
 # --- processes for cold passes ------------------------------------------------------------
 
-_WORK: list[str] = []
-_ENCODE = None
+_ENCODE = None  # the workers' encoder: set before the fork, so every worker (and a replacement) has it
 MIN_PARALLEL_CHARS = 2_000_000  # below this a fork costs more than it saves
 
 
-def _count_slice(bounds: tuple[int, int]) -> list[int]:
+def _count_texts(texts: list[str]) -> list[int]:
     encode = _ENCODE
-    return [len(encode(t)) for t in _WORK[bounds[0]:bounds[1]]]
+    return [len(encode(t)) for t in texts]
+
+
+class Workers:
+    """Processes that count texts exactly, forked once after the encoding is loaded (so they
+    share it) and then fed batch after batch (``measure --jobs``: the view goes on being built
+    while they count). Only the texts go to them and the counts come back."""
+
+    def __init__(self, encoding: str, jobs: int) -> None:
+        self.encoding = encoding
+        self.jobs = jobs
+        self.pool = None
+
+    def submit(self, texts: list[str]) -> Callable[[], list[int]]:
+        """Start counting ``texts``; call what it returns for the counts. The first batch worth
+        a fork starts the processes; until then (and where there is no fork) this process counts."""
+        global _ENCODE
+        from lookout_cli.tokens import get_encoding
+
+        encode = get_encoding(self.encoding).encode_ordinary
+        total = sum(len(t) for t in texts)
+        if self.pool is None:
+            ctx = _fork_context() if self.jobs > 1 and total >= MIN_PARALLEL_CHARS and len(texts) >= 2 else None
+            if ctx is None:
+                counts = [len(encode(t)) for t in texts]
+                return lambda: counts
+            _ENCODE = encode
+            self.pool = ctx.Pool(self.jobs)
+        # slices of about equal characters, two per worker so a huge block does not stall one
+        pieces, bounds, start, acc = self.jobs * 2, [], 0, 0
+        step = total / pieces or 1
+        for i, t in enumerate(texts):
+            acc += len(t)
+            if acc >= step * (len(bounds) + 1):
+                bounds.append((start, i + 1))
+                start = i + 1
+        if start < len(texts):
+            bounds.append((start, len(texts)))
+        pending = self.pool.map_async(_count_texts, [texts[a:b] for a, b in bounds], chunksize=1)
+
+        def wait() -> list[int]:
+            try:
+                counts = [n for part in pending.get() for n in part]
+            except BaseException:
+                self.close(kill=True)
+                raise
+            if len(counts) != len(texts):
+                raise LookoutError("counting in worker processes failed; try --jobs 1")
+            return counts
+
+        return wait
+
+    def close(self, kill: bool = False) -> None:
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            if kill:
+                pool.terminate()
+            else:
+                pool.close()
+            pool.join()
 
 
 def start_counts(texts: list[str], encoding: str, jobs: int = 1) -> Callable[[], list[int]]:
-    """Start counting ``texts`` exactly; call what it returns for the counts. With ``jobs`` > 1
-    and enough text the work goes to forked processes and this returns at once.
-
-    The encoding is loaded before the fork so the workers share it; the texts reach them
-    through the fork too (nothing is pickled but the counts). Slices are balanced by
-    characters. Where fork is not available it counts in this process.
-    """
-    global _WORK, _ENCODE
-    from lookout_cli.tokens import get_encoding
-
-    encode = get_encoding(encoding).encode_ordinary
-    total = sum(len(t) for t in texts)
-    ctx = _fork_context() if jobs > 1 and total >= MIN_PARALLEL_CHARS and len(texts) >= 2 else None
-    if ctx is None:
-        counts = [len(encode(t)) for t in texts]
-        return lambda: counts
-    # slices of about equal characters, several per worker so a huge block does not stall one
-    pieces = jobs * 4
-    bounds, start, acc, step = [], 0, 0, total / pieces
-    for i, t in enumerate(texts):
-        acc += len(t)
-        if acc >= step * (len(bounds) + 1) and i + 1 > start:
-            bounds.append((start, i + 1))
-            start = i + 1
-    if start < len(texts):
-        bounds.append((start, len(texts)))
-    _WORK, _ENCODE = texts, encode
-    try:
-        pool = ctx.Pool(jobs)  # the workers start (fork) now, with the texts
-    finally:
-        _WORK, _ENCODE = [], None
-    pending = pool.map_async(_count_slice, bounds, chunksize=1)
-    pool.close()
+    """``Workers.submit`` for one batch: the processes end once it is counted."""
+    workers = Workers(encoding, jobs)
+    counting = workers.submit(texts)
 
     def wait() -> list[int]:
         try:
-            counts = [n for part in pending.get() for n in part]
-        except BaseException:
-            pool.terminate()
-            raise
-        pool.join()
-        if len(counts) != len(texts):  # a worker died and was replaced without the texts
-            raise LookoutError("counting in worker processes failed; try --jobs 1")
-        return counts
+            return counting()
+        finally:
+            workers.close()
 
     return wait
 

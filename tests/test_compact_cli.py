@@ -383,13 +383,13 @@ def test_jobs_count_in_worker_processes_to_the_same_result(tmp_path, monkeypatch
 
     monkeypatch.setattr(token_cache, "MIN_PARALLEL_CHARS", 0)  # fork even for this small session
     sent: list[int] = []
-    real = token_cache.start_counts
+    real = token_cache.Workers.submit
 
-    def spy(texts, encoding, jobs=1):
-        sent.append(len(texts) if jobs > 1 else 0)
-        return real(texts, encoding, jobs)
+    def spy(workers, texts):
+        sent.append(len(texts) if workers.jobs > 1 else 0)
+        return real(workers, texts)
 
-    monkeypatch.setattr(token_cache, "start_counts", spy)
+    monkeypatch.setattr(token_cache.Workers, "submit", spy)
     data = session("claude-code", turns=16)
     reports = []
     for jobs in (1, 2):

@@ -134,3 +134,54 @@ def test_counts_from_processes_are_not_tokenized_again_without_a_disk_cache(monk
     assert counter.count_many(TEXTS) == [tokens.count(t) for t in TEXTS]
     assert counter.misses == 0  # every count came from the workers
     assert counter.hits == len(TEXTS)
+
+
+def test_workers_fork_once_and_count_batch_after_batch(monkeypatch):
+    """measure --jobs sends the view's texts a batch at a time: the processes are forked at the
+    first batch worth it and kept for the rest, and every batch's counts are exact."""
+    import lookout_cli.token_cache as tc
+
+    monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 100)
+    workers = tc.Workers("o200k_base", 2)
+    small = workers.submit(["hi"])  # not worth a fork: counted here
+    assert workers.pool is None and small() == [tokens.count("hi")]
+    batches = [[t * k for t in TEXTS] for k in (3, 5, 7)]
+    waits = [workers.submit(b) for b in batches]  # all away at once
+    pool = workers.pool
+    assert pool is not None
+    pids = {p.pid for p in pool._pool}
+    assert [w() for w in waits] == [[tokens.count(t) for t in b] for b in batches]
+    assert workers.pool is pool and {p.pid for p in pool._pool} == pids  # the same processes
+    workers.close()
+    assert workers.pool is None and all(not p.is_alive() for p in pool._pool)
+
+
+def test_the_view_sink_keeps_at_most_two_batches_away(monkeypatch):
+    """With --jobs the items' texts wait in memory until their batch is counted: no more than
+    IN_FLIGHT batches are ever away, and every item gets the count the tokenizer gives."""
+    import lookout_cli.item_counts as ic
+    import lookout_cli.token_cache as tc
+    from lookout_cli.jsonl import Record
+    from lookout_cli.view import TEXT, Item, View
+
+    monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 100)
+    monkeypatch.setattr(ic, "BATCH_CHARS", 2_000)
+    sink = ic.CountingSink(lambda model: CachedCounter(tokens.TokenCounter("o200k_base"), None), jobs=2)
+    away = []
+    real = sink._flush
+
+    def watch():
+        real()
+        away.append(len(sink._away))
+
+    monkeypatch.setattr(sink, "_flush", watch)
+    view = View(format="test")
+    texts = [f"{t} {n}" * (1 + n % 7) for n in range(120) for t in TEXTS[:2]]
+    items = [Item("user", TEXT, text, Record(n + 1, b"{}")) for n, text in enumerate(texts)]
+    for item in items:
+        view.items.append(item)
+        sink(view, item)
+    counter = sink.finish(view)
+    assert max(away) == ic.IN_FLIGHT and len(away) > ic.IN_FLIGHT
+    assert [i.tokens for i in items] == [tokens.count(t) for t in texts]
+    counter.close()
