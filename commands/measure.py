@@ -13,7 +13,7 @@ import orjson
 from lookout_cli.errors import CheckFailed, LookoutError
 from lookout_cli import meter_snapshot
 from lookout_cli.formats import Transcript
-from lookout_cli.meter import PRESETS, Meter, Settings, last_timed, measure as measure_view, parse_time
+from lookout_cli.meter import PRESETS, Meter, Settings, last_timed, measure as measure_view, measure_usage, parse_time
 from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options
 from lookout_cli.term import wants_color
@@ -224,8 +224,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript]:
     """``--usage-only``: the meter of the provider's recorded counts, from the lines that
     record them (``Adapter.usage_needles``); the rest of the transcript is passed, not parsed."""
-    from lookout_cli.meter import measure_usage
-    from lookout_cli.view import View
+    from lookout_cli.view import View  # not on the path that reuses an unchanged file's figures
 
     transcript, kept = run.load_usage()
     transcript.original = transcript.records  # nothing changes

@@ -159,7 +159,7 @@ class Gauge:
         self.meter = meter
         self.model = options.model or view.model
         self.counter = counter_for(self.model, exact=not options.estimate, jobs=options.jobs)  # measure's counts reused
-        self.jobs = options.jobs
+        self.jobs = options.jobs  # for the first view: later ones differ from it by a few placeholders
         self.settings = meter.Settings(model=options.model, budget=options.budget, estimate=options.estimate,
                                        now=options.now, models_config=options.models_config,
                                        threshold_percent=options.threshold_percent, reserved=options.reserved)
@@ -207,6 +207,7 @@ class Gauge:
         later = getattr(self.counter, "count_later", None)
         if self.jobs > 1 and later is not None:  # the texts no cache knows, counted in processes first
             later([i.text for i in view.items if i.kind != IMAGE and i.tokens is None], jobs=self.jobs)()
+            self.jobs = 1  # (not hashed and looked up once more for every later view)
         return self.meter.item_tokens(view, self.counter, self.provider)
 
 

@@ -360,6 +360,11 @@ def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b
             for n, line in enumerate(buf[:end].split(b"\n"), lineno + 1):
                 if len(line.rstrip(b"\r")) > max_record_bytes:
                     raise _too_long(n, max_record_bytes)
+        elif carry:  # else only the line carried over, which ends here, can be over the bound
+            newline = buf.find(b"\n", 0, end)
+            length = end if newline < 0 else newline - (newline > 0 and buf[newline - 1] == 13)
+            if length > max_record_bytes:
+                raise _too_long(lineno + 1, max_record_bytes)
         starts = set()
         for needle in needles:
             at = buf.find(needle, 0, end)

@@ -335,20 +335,6 @@ class Workers:
             pool.join()
 
 
-def start_counts(texts: list[str], encoding: str, jobs: int = 1) -> Callable[[], list[int]]:
-    """``Workers.submit`` for one batch: the processes end once it is counted."""
-    workers = Workers(encoding, jobs)
-    counting = workers.submit(texts)
-
-    def wait() -> list[int]:
-        try:
-            return counting()
-        finally:
-            workers.close()
-
-    return wait
-
-
 def _fork_context():
     """multiprocessing's fork context, or None where there is no fork."""
     import multiprocessing as mp

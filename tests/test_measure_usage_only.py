@@ -140,3 +140,25 @@ def test_lines_holding_finds_what_reading_every_line_finds(chunk):
         got = list(lines_holding(io.BytesIO(data[cut:]), needles, data[:cut], copy, chunk=chunk))
         assert got == want
         assert copy.getvalue() == data[cut:]  # what was read, copied
+
+
+@pytest.mark.parametrize("chunk", [64, 100])
+def test_a_line_over_the_bound_is_refused_wherever_the_chunks_cut_it(chunk):
+    """A bound at least a chunk long: a line begun in one chunk and ended in the next is
+    measured whole (it was let through when both parts were under the bound)."""
+    from lookout_cli.errors import LookoutError
+
+    for size in (101, 150, 260):
+        line = b'{"usage":"' + b"x" * (size - 12) + b'"}'
+        data = b'{"a":1}\n' * 5 + line + b"\r\n" + b'{"b":2}\n'
+        assert len(line) == size
+        for bound, refused in ((size - 1, True), (size, False)):
+            def scan():
+                return list(lines_holding(io.BytesIO(data), (b'"usage"',), max_record_bytes=bound, chunk=chunk))
+            if refused:
+                with pytest.raises(LookoutError, match="line 6 is longer"):
+                    scan()
+                with pytest.raises(LookoutError, match="line 6 is longer"):
+                    list(read_records(io.BytesIO(data), bound))
+            else:
+                assert scan() == [(6, line + b"\r\n")]

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from lookout_cli import tokens
-from lookout_cli.token_cache import CachedCounter, TokenCache, block_key, start_counts
+from lookout_cli.token_cache import CachedCounter, TokenCache, Workers, block_key
 
 TEXTS = [
     "def main():\n    return 0\n",
@@ -109,7 +109,10 @@ def test_counts_in_worker_processes_equal_serial(jobs, monkeypatch):
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)  # fork even for this small input
     texts = [t * k for k in range(1, 8) for t in TEXTS]
-    assert start_counts(texts, "o200k_base", jobs)() == [tokens.count(t) for t in texts]
+    workers = Workers("o200k_base", jobs)
+    assert workers.submit(texts)() == [tokens.count(t) for t in texts]
+    assert (workers.pool is not None) == (jobs > 1)  # one job counts here, without a fork
+    workers.close()
 
 
 def test_count_later_counts_in_processes_and_fills_the_cache(tmp_path, monkeypatch):

@@ -415,28 +415,44 @@ class _Builder:
     # --- usage ----------------------------------------------------------------------------
     def usages_and_compactions(self) -> None:
         chain = self.chain
-        seen_before: set[str] = set()  # response ids of older segments (copies and preserved lines)
+        responses = _Responses(self.view.usages)
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         for n, segment in enumerate(segments):
-            current: dict[str, int] = {}  # response id -> its place in view.usages
-            usages = self.view.usages
             for pos in segment:
-                obj = chain.node(pos)
-                usage = _usage(chain.records[pos], obj)
-                if usage is None:
-                    continue
-                key = message_id(obj) or obj.get("requestId") or obj.get("uuid") or str(pos)
-                if key in seen_before:
-                    continue
-                if key in current:  # a split response: the last line's usage, counted once
-                    usages[current[key]] = usage
-                else:
-                    current[key] = len(usages)
-                    usages.append(usage)
-            seen_before.update(current)
+                responses.add(chain.records[pos], chain.node(pos), pos)
+            responses.next_segment()
             if n < len(chain.boundaries):
                 at = chain.boundaries[n]
                 self.view.compactions.append(_compaction(chain.records[at], chain.node(at)))
+
+
+class _Responses:
+    """Usages counted once a response: a response split over lines counts its last line's
+    usage, and one an older segment counted (a line copied or kept across a compaction) is not
+    counted again."""
+
+    def __init__(self, usages: list[Usage]) -> None:
+        self.usages = usages
+        self.seen_before: set[str] = set()  # response ids of older segments
+        self.current: dict[str, int] = {}  # response id -> its place in ``usages``
+
+    def add(self, record, obj: dict, pos: int) -> Usage | None:
+        usage = _usage(record, obj)
+        if usage is None:
+            return None
+        key = message_id(obj) or obj.get("requestId") or obj.get("uuid") or str(pos)
+        if key in self.seen_before:
+            return None
+        if key in self.current:
+            self.usages[self.current[key]] = usage
+        else:
+            self.current[key] = len(self.usages)
+            self.usages.append(usage)
+        return usage
+
+    def next_segment(self) -> None:
+        self.seen_before.update(self.current)
+        self.current = {}
 
 
 USAGE_FIELDS = ("type", "subtype", "isSidechain", "requestId", "uuid", "timestamp", "isApiErrorMessage",
@@ -460,29 +476,17 @@ def usage_view(records) -> View:
     leaves them; a response split over lines counts once (its last line), and once only across
     compactions, as ``usages_and_compactions`` counts them."""
     view = View(format="claude-code")
-    seen_before: set[str] = set()
-    current: dict[str, int] = {}
+    responses = _Responses(view.usages)
     for record in records:
         obj = record.node
         if not isinstance(obj, dict) or obj.get("isSidechain") is True:
             continue
         if is_boundary(obj):
-            seen_before.update(current)
-            current = {}
+            responses.next_segment()
             view.compactions.append(_compaction(record, obj))
             continue
-        usage = _usage(record, obj)
-        if usage is None:
-            continue
-        key = message_id(obj) or obj.get("requestId") or obj.get("uuid") or str(record.lineno)
-        if key in seen_before:
-            continue
-        if key in current:
-            view.usages[current[key]] = usage
-        else:
-            current[key] = len(view.usages)
-            view.usages.append(usage)
-        if usage.model:
+        usage = responses.add(record, obj, record.lineno)
+        if usage is not None and usage.model:
             view.model = usage.model
     return view
 
