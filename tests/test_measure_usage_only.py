@@ -96,6 +96,7 @@ def test_fail_at_strict_and_the_line_bound_hold():
     assert run_lookout("measure", "-q", "--usage-only", input=broken).stdout == broken
     strict = run_lookout("measure", "-q", "--usage-only", "--strict", input=broken)
     assert strict.returncode == 2 and b"not JSON" in strict.stderr
+    assert report("--usage-only", "--strict", input=data)["used"] == used  # every line read: the same figures
     longest = max(len(line) for line in data.splitlines())
     bound = run_lookout("measure", "-q", "--usage-only", "--max-record-bytes", str(longest - 1), input=data)
     assert bound.returncode == 2 and b"longer than" in bound.stderr
@@ -162,3 +163,20 @@ def test_a_line_over_the_bound_is_refused_wherever_the_chunks_cut_it(chunk):
                     list(read_records(io.BytesIO(data), bound))
             else:
                 assert scan() == [(6, line + b"\r\n")]
+
+
+def test_every_way_of_reading_gives_the_same_figures(monkeypatch):
+    """--strict reads every line (the chain's nodes); with no room for a copy of a pipe the
+    lines are held in memory (no nodes at all): the usages are the needle scan's either way."""
+    from click.testing import CliRunner
+
+    from lookout_cli import options
+    from lookout_cli.cli import cli
+
+    data = (DATA / "measure" / "claude-small.jsonl").read_bytes()
+    scanned = report("--usage-only", input=data)
+    assert report("--usage-only", "--strict", input=data)["cache"] == scanned["cache"]
+    monkeypatch.setattr(options.Run, "_seekable_input", lambda self: (None, None))
+    done = CliRunner().invoke(cli, ["measure", "--usage-only", "--json", "--now", NOW], input=data)
+    held = orjson.loads(done.stdout)
+    assert held["cache"] == scanned["cache"] and held["used"] == scanned["used"]

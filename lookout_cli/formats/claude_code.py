@@ -122,7 +122,7 @@ class Adapter(_Base):
         return usage_node(obj)
 
     def usage_view(self, records) -> View:
-        return usage_view(records)
+        return usage_view(records, self.record_node)
 
     # --- replace_content ------------------------------------------------------------------
     def replace_content(self, transcript: Transcript, item: Item, text: str) -> None:

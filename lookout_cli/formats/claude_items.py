@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
@@ -470,7 +471,7 @@ def usage_node(obj: Any) -> Any:
     return node
 
 
-def usage_view(records) -> View:
+def usage_view(records, node: Callable[[Any], Any]) -> View:
     """``Adapter.usage_view`` for Claude Code: usages in file order, not along the chain (a
     usage-only load reads no other line). Subagents' (sidechain) lines are left out as the chain
     leaves them; a response split over lines counts once (its last line), and once only across
@@ -478,8 +479,8 @@ def usage_view(records) -> View:
     view = View(format="claude-code")
     responses = _Responses(view.usages)
     for record in records:
-        obj = record.node
-        if not isinstance(obj, dict) or obj.get("isSidechain") is True:
+        obj = node(record)  # a usage node, or the chain's (--strict, or a pipe with no room, reads every line)
+        if not is_map(obj) or obj.get("isSidechain") is True:
             continue
         if is_boundary(obj):
             responses.next_segment()
