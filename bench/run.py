@@ -416,7 +416,8 @@ class Suite:
         env = self.cold_env()
         stat = self.tmp / "tokenized.json"
         env_i = dict(env, BENCH_TOKENIZED=str(stat))
-        cmd = [PY, "-m", "bench.instrument", "compact", "-q", "--max-tokens", "100000"]
+        args = ["compact", "-q", "--max-tokens", "100000"]
+        cmd = [PY, "-m", "bench.instrument", *args]
 
         def fresh():  # cold every time: compact counts through the block cache measure fills
             empty_block_cache(env["LOOKOUT_CACHE_DIR"])
@@ -425,7 +426,7 @@ class Suite:
         seen = json.loads(stat.read_text()) if stat.exists() else {}
         ref_chars = json.loads(output_of([*REF, "measure"], f_big, env))["chars"]
         share = seen.get("chars", 0) / ref_chars if ref_chars else 0
-        two, _, _ = timed_pair([*LOOKOUT, *cmd[3:], "--jobs", "2"], None, f_big, env, runs, prepare=fresh)
+        two, _, _ = timed_pair([*LOOKOUT, *args, "--jobs", "2"], None, f_big, env, runs, prepare=fresh)
         row = Row("B11", f"compact to 100k tokens, {self.big:g} MB", lo, ref, rss,
                   "R <= 1.3; tokenized <= 1.05x input chars",
                   note=f"tokenized {share:.2f}x the input's text chars ({seen.get('calls', 0)} calls); "
