@@ -11,7 +11,7 @@ import click
 import orjson
 
 from lookout_cli.errors import CheckFailed, LookoutError
-from lookout_cli import meter_snapshot
+from lookout_cli import meter_snapshot, replay
 from lookout_cli.formats import Transcript
 from lookout_cli.meter import PRESETS, Meter, Settings, last_timed, measure as measure_view, measure_usage, parse_time
 from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
@@ -64,7 +64,10 @@ as well (state/*.lines): when the file only grew, the lines measured before are 
 again; when it was rewritten, lines with the same bytes are not parsed again. A FILE measured
 before and unchanged since (same inode, size, time and guard hashes; same settings and setup
 files) is not parsed at all: its figures are reused and only the warm-cache time is worked
-out anew. --no-cache turns all three off. --jobs N counts a cold pass in N processes.
+out anew; a quiet run (-q, the transcript to standard output, no report) made again the same
+way (arguments, folder, environment, config files) is replayed: the file copied out, the same
+status, without loading the rest of lookout. --no-cache turns all of this off. --jobs N
+counts a cold pass in N processes.
 --usage-only parses only the lines that record usage (a fast cost and context check: the
 provider's counts, no parts; usages are taken in file order, not along the conversation's
 branches; other lines are not checked for JSON but with --strict).
@@ -172,8 +175,15 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         if not run.reporter.quiet:
             click.echo(render(meter, run.reporter.style, run.source, fail_at), err=True, nl=False,
                        color=run.reporter.color)
-    if fail_at is not None and meter.percent >= fail_at:
-        raise CheckFailed(f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%")
+    failed = fail_at is not None and meter.percent >= fail_at
+    message = f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%" \
+        if failed else None
+    if (run.reporter.quiet and not (json_out or report_only or plot_path or run.report_path or run.in_place)
+            and run.output in (None, "-") and run.hook_event is None):
+        # nothing went out but the transcript (and the line below): the same run can be replayed
+        replay.remember(CheckFailed.exit_code if failed else 0, message and f"lookout: {message}")
+    if failed:
+        raise CheckFailed(message)
 
 
 def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = True) -> tuple[Meter, Transcript | None]:

@@ -33,16 +33,10 @@ from typing import Any
 import orjson
 
 from lookout_cli import paths
+from lookout_cli.file_guard import digest, guards
 from lookout_cli.fsutil import atomic_write
 
-try:  # Python's own BLAKE2: hashlib would load OpenSSL, a tenth of a re-measure that reads nothing
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover - a Python without it
-    from hashlib import blake2b
-
 VERSION = 2  # 2: BLAKE2b guards and names (1: sha256)
-GUARD_BYTES = 64
-HEAD_BYTES = 4096
 
 NEW, UNCHANGED, APPEND, REWRITE, TRUNCATE = "new", "unchanged", "append", "rewrite", "truncate"
 
@@ -84,21 +78,6 @@ def state_path(path: str | os.PathLike, key: str) -> Path:
     real = os.path.realpath(os.fspath(path))
     name = digest(f"{real}\0{key}".encode("utf-8", "surrogatepass"))[:32]
     return state_dir() / f"{name}.json"
-
-
-def digest(data: bytes) -> str:
-    """A short hex digest of ``data`` for names and guards (not the saved store's sha256)."""
-    return blake2b(data, digest_size=20).hexdigest()
-
-
-def _hash_range(fh, start: int, size: int) -> str:
-    return digest(os.pread(fh.fileno(), size, start))  # leaves fh where it is
-
-
-def guards(fh, offset: int) -> tuple[str, str]:
-    """(guard of the bytes before ``offset``, guard of the file's head up to ``offset``)."""
-    start = max(0, offset - GUARD_BYTES)
-    return _hash_range(fh, start, offset - start), _hash_range(fh, 0, min(HEAD_BYTES, offset))
 
 
 def last_complete(fh, start: int, end: int) -> int:
@@ -146,7 +125,7 @@ def plan_for(state: State, fh) -> Plan:
         return Plan(REWRITE, 0, None, "another file at this path")
     if st.st_size < state.offset:
         return Plan(TRUNCATE, 0, None, f"shorter than the measured {state.offset} bytes")
-    guard, head = guards(fh, state.offset)
+    guard, head = guards(fh.fileno(), state.offset)
     if guard != state.guard or head != state.head:
         return Plan(REWRITE, 0, None, "rewritten in place")
     if st.st_size == state.offset:
@@ -167,7 +146,7 @@ def read_lines(path: str | os.PathLike, start: int) -> tuple[list[bytes], int]:
 def state_of(fh, path: str | os.PathLike, key: str, offset: int, totals: Any = None) -> State:
     """The state of the open file ``fh`` (found at ``path``) measured up to ``offset``."""
     st = os.fstat(fh.fileno())
-    guard, head = guards(fh, offset)
+    guard, head = guards(fh.fileno(), offset)
     return State(path=os.path.realpath(os.fspath(path)), key=key, dev=st.st_dev, inode=st.st_ino,
                  offset=offset, guard=guard, head=head, totals=totals)
 

@@ -8,7 +8,8 @@ key made of everything else the figures depend on: lookout's version, the settin
 format flag. It is used only when the file is the one measured (same device and inode, size,
 modification time and guard hashes) and the setup files it read (``--system``…, CLAUDE.md and
 AGENTS.md in the transcript's folder, present or not) have not changed since. The warm-cache
-figures are worked out again for the time of the new run.
+figures are worked out again for the time of the new run. A quiet run that found or saved a
+snapshot tells :mod:`lookout_cli.replay` what its figures describe, so it can be replayed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from lookout_cli import __version__, measure_state
+from lookout_cli import __version__, measure_state, replay
+from lookout_cli.file_guard import stamp
 from lookout_cli.meter import RULES_FILES, Meter, Settings, parse_time, warm_from
 
 SCHEMA = 1
@@ -36,19 +38,11 @@ def settings_key(settings: Settings, format_name: str | None) -> str:
     return "meter-" + measure_state.digest(text.encode("utf-8", "surrogatepass"))[:24]
 
 
-def _stat(path: str) -> list:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [path, None, None]
-    return [path, st.st_size, st.st_mtime_ns]
-
-
 def _setup_files(settings: Settings, cwd: str | None) -> list[list]:
     paths = [p for p in settings.setup_files.values() if p]
     if settings.discover_rules and cwd:
         paths += [os.path.join(cwd, name) for name in RULES_FILES]
-    return [_stat(p) for p in paths]
+    return [stamp(p) for p in paths]
 
 
 def load(path: str, settings: Settings, format_name: str | None) -> Meter | None:
@@ -69,6 +63,7 @@ def load(path: str, settings: Settings, format_name: str | None) -> Meter | None
         now = settings.now or dt.datetime.now(dt.timezone.utc)
         meter.warm = warm_from(meter.warm.tier, meter.warm.tier_source, at, now)
     meter.notes.append(REUSED)
+    replay.seen(path, plan.state.offset, totals["mtime_ns"], totals["setup"])
     return meter
 
 
@@ -86,6 +81,7 @@ def save(path: str, settings: Settings, format_name: str | None, meter: Meter, m
     totals = {"mtime_ns": st.st_mtime_ns, "cwd": cwd, "setup": _setup_files(settings, cwd),
               "warm_at": warm_at, "meter": meter}
     measure_state.commit(path, settings_key(settings, format_name), measured, totals)
+    replay.seen(path, measured, st.st_mtime_ns, totals["setup"])
 
 
 def _decode(kind: type, value: dict) -> Any:

@@ -1,0 +1,162 @@
+"""Replaying a quiet ``measure`` of an unchanged file without loading the rest of lookout
+(research/performance.md §4, B8).
+
+Hooks run ``lookout measure --fail-at 85 -q session.jsonl`` after every turn or commit, most
+often when nothing was written since. Such a run reuses the figures it found before
+(:mod:`lookout_cli.meter_snapshot`), yet loading click, the meter and what they import took
+nine tenths of it. So a measure whose only output was the transcript on standard output (and
+at most the line of a failed ``--fail-at``) is remembered by its invocation, and when the same
+invocation finds the file as it was measured, the file is copied to standard output, that line
+printed and that status returned, with nothing imported but this module and the standard
+library's os, sys and marshal.
+
+The same invocation: the same arguments, working folder, environment (every variable:
+``LOOKOUT_*``, ``XDG_*`` and what click reads alike), terminals on the standard streams, config
+files (the user's, and ``.lookout.toml`` in the working folder and each folder above it, by
+size and time), lookout's version and Python. The same file: what the snapshot checks (device,
+inode, size, modification time, guard hashes) and its setup files (``--system``…, CLAUDE.md,
+AGENTS.md) unchanged. Anything else runs lookout as usual, which records the invocation anew.
+
+One small file per arguments and folder, in the cache folder's ``state/``, written with marshal
+(reading it back loads no JSON parser) and replaced atomically.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+from lookout_cli import __version__
+from lookout_cli.file_guard import digest, guards, stamp
+
+SCHEMA = 1
+PROJECT_CONFIG = ".lookout.toml"  # config.PROJECT_FILE: config imports pathlib
+
+_invocation: tuple[str, str] | None = None  # (entry file, fingerprint) of this run, when it may be recorded
+_measured: tuple | None = None  # (file, offset, mtime_ns, setup stamps) this run's figures describe
+
+
+def cache_folder() -> str:
+    """``paths.cache_dir()`` as text, without pathlib or xdg_base_dirs (a test holds the two the same)."""
+    return os.environ.get("LOOKOUT_CACHE_DIR") or os.path.join(_xdg_home("XDG_CACHE_HOME", ".cache"), "lookout")
+
+
+def _xdg_home(variable: str, default: str) -> str:
+    value = os.environ.get(variable, "")
+    return value if os.path.isabs(value) else os.path.join(os.path.expanduser("~"), default)
+
+
+def _config_stamps(cwd: str) -> list[list]:
+    """The config files a run in ``cwd`` may read (config.Config), present or not."""
+    user = os.environ.get("LOOKOUT_CONFIG") or os.path.join(_xdg_home("XDG_CONFIG_HOME", ".config"),
+                                                            "lookout", "config.toml")
+    stamps = [stamp(user)]
+    folder = os.path.realpath(cwd)
+    while True:
+        stamps.append(stamp(os.path.join(folder, PROJECT_CONFIG)))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return stamps
+        folder = parent
+
+
+def _text_digest(value: object) -> str:
+    return digest(repr(value).encode("utf-8", "surrogatepass"))
+
+
+def replay(args: list[str]) -> int | None:
+    """Replay ``lookout`` run with ``args`` when a run the same found the same file, and give
+    its exit status; else None (lookout runs, and this invocation may be recorded)."""
+    global _invocation
+    if args[:1] != ["measure"]:
+        return None
+    try:
+        cwd = os.getcwd()
+        where = os.path.join(cache_folder(), "state", f"replay-{_text_digest((sys.executable, args, cwd))[:32]}.bin")
+        key = _text_digest((SCHEMA, __version__, sys.executable, __file__, args, cwd, sorted(os.environ.items()),
+                            [os.isatty(fd) for fd in (0, 1, 2)], _config_stamps(cwd)))
+    except (OSError, ValueError):  # no working folder, say: run as usual
+        return None
+    _invocation = (where, key)
+    try:
+        with open(where, "rb") as handle:
+            entry = marshal.load(handle)
+        if entry["key"] != key:
+            return None
+        fd = os.open(entry["file"], os.O_RDONLY)
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != entry["stat"]
+                or guards(fd, st.st_size) != entry["guards"]
+                or any(stamp(s[0]) != s for s in entry["setup"])):
+            return None
+        return _copy_out(fd, entry["message"], entry["status"])
+    finally:
+        os.close(fd)
+
+
+def _copy_out(fd: int, message: str | None, status: int) -> int:
+    """The file ``fd`` to standard output (as ``measure`` passes it through), then ``message``."""
+    out = sys.stdout.fileno()
+    offset = 0
+    try:
+        try:
+            while sent := os.sendfile(out, fd, offset, 1 << 30):
+                offset += sent
+        except BrokenPipeError:
+            raise
+        except OSError:  # an output sendfile cannot write to (opened to append, say): copy through memory
+            while block := os.pread(fd, 1 << 20, offset):
+                view = memoryview(block)
+                while view:
+                    view = view[os.write(out, view):]
+                offset += len(block)
+    except BrokenPipeError:  # the reader went away (| head): 141, silently, as lookout does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out)
+        return 141
+    except KeyboardInterrupt:
+        sys.stderr.write("lookout: interrupted\n")
+        return 130
+    except OSError as exc:
+        sys.stderr.write(f"lookout: error: {exc.strerror or exc}\n")
+        return 2
+    if message:
+        sys.stderr.write(message + "\n")
+    return status
+
+
+def seen(path: str, offset: int, mtime_ns: int, setup: list[list]) -> None:
+    """Note that this run's figures describe the first ``offset`` bytes of ``path`` as modified
+    at ``mtime_ns``, with these setup files (``file_guard.stamp``) as they were."""
+    global _measured
+    _measured = (path, offset, mtime_ns, [list(s) for s in setup])
+
+
+def remember(status: int, message: str | None) -> None:
+    """Record this run, which wrote only the transcript to standard output, ``message`` to
+    standard error and ends with ``status``, to be replayed (when ``seen`` was told what its
+    figures describe). Best effort: a cache that cannot be written only costs speed."""
+    if _invocation is None or _measured is None:
+        return
+    where, key = _invocation
+    path, offset, mtime_ns, setup = _measured
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            if (st.st_size, st.st_mtime_ns) != (offset, mtime_ns):
+                return  # written since it was measured
+            entry = {"schema": SCHEMA, "key": key, "file": os.path.abspath(path), "guards": guards(fd, offset),
+                     "stat": (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), "setup": setup,
+                     "status": int(status), "message": message}
+        finally:
+            os.close(fd)
+        from lookout_cli.fsutil import atomic_write
+
+        atomic_write(where, marshal.dumps(entry), cache=True)
+    except (OSError, ValueError):
+        pass

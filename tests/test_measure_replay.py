@@ -1,0 +1,195 @@
+"""A quiet ``lookout measure FILE`` run again on the unchanged file is replayed without loading
+the CLI (lookout_cli.replay): the same bytes out, the same status and message; and it is not
+replayed when anything the run depends on changed, or when it printed a report.
+
+Every run here is a real ``lookout`` process with Python's import log on (``PYTHONPROFILEIMPORTTIME``):
+a replay is a run that never imported click."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import DATA, lookout_exe, run_lookout
+from lookout_cli import paths, replay
+from lookout_cli.config import Config
+
+SESSION = DATA / "measure" / "claude-small.jsonl"
+
+
+class Outcome:
+    def __init__(self, done: subprocess.CompletedProcess) -> None:
+        lines = done.stderr.splitlines(keepends=True)
+        imports = [line for line in lines if line.startswith(b"import time:")]
+        self.status = done.returncode
+        self.stdout = done.stdout
+        self.stderr = b"".join(line for line in lines if not line.startswith(b"import time:"))
+        self.replayed = bool(imports) and not any(line.rstrip().endswith(b" click") for line in imports)
+
+
+def measure(*args, cwd=None, **env) -> Outcome:
+    return Outcome(run_lookout("measure", *args, cwd=cwd, env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1", **env)))
+
+
+@pytest.fixture
+def session(tmp_path):
+    path = tmp_path / "work" / "session.jsonl"
+    path.parent.mkdir()
+    shutil.copyfile(SESSION, path)
+    return path
+
+
+def test_a_quiet_run_is_replayed_with_the_same_output_status_and_message(session):
+    first = measure("-q", "--no-discover", str(session))
+    again = measure("-q", "--no-discover", str(session))
+    assert not first.replayed and again.replayed
+    assert again.stdout == first.stdout == session.read_bytes()
+    assert again.status == first.status == 0 and again.stderr == first.stderr == b""
+    # a failed --fail-at: exit 1 and its one line, replayed the same
+    failing = [measure("-q", "--no-discover", "--fail-at", "0.5", str(session)) for _ in range(2)]
+    assert [o.replayed for o in failing] == [False, True]
+    assert failing[0].status == failing[1].status == 1
+    assert failing[1].stderr == failing[0].stderr and failing[0].stderr.startswith(b"lookout: measure: context at")
+    assert failing[1].stdout == session.read_bytes()
+
+
+def test_a_changed_file_is_measured_again(session):
+    measure("-q", "--no-discover", "--fail-at", "50", str(session))
+    assert measure("-q", "--no-discover", "--fail-at", "50", str(session)).replayed
+    record = session.read_bytes().splitlines(keepends=True)[-1]
+    with open(session, "ab") as fh:  # grown
+        fh.write(record.replace(b'"uuid":"', b'"uuid":"x'))
+    grown = measure("-q", "--no-discover", "--fail-at", "50", str(session))
+    assert not grown.replayed and grown.stdout == session.read_bytes()
+    assert measure("-q", "--no-discover", "--fail-at", "50", str(session)).replayed
+    # rewritten in place, same size: only the time and the bytes moved
+    data = session.read_bytes()
+    middle = data.index(b'"text":"', len(data) // 3) + len(b'"text":"')
+    changed = data[:middle] + (b"Z" if data[middle:middle + 1] != b"Z" else b"Y") + data[middle + 1:]
+    stat = session.stat()
+    with open(session, "r+b") as fh:
+        fh.write(changed)
+    os.utime(session, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    rewritten = measure("-q", "--no-discover", "--fail-at", "50", str(session))
+    assert not rewritten.replayed and rewritten.stdout == changed
+    # replaced by another file (a new inode), same bytes
+    copy = session.with_suffix(".new")
+    shutil.copyfile(session, copy)
+    os.replace(copy, session)
+    assert not measure("-q", "--no-discover", "--fail-at", "50", str(session)).replayed
+
+
+def test_the_status_follows_the_file_not_the_record(session):
+    """A file that grows past --fail-at fails, and so does the replay of that run."""
+    quiet = ("-q", "--no-discover", "--fail-at", "1")
+    assert measure(*quiet, str(session)).status == 0
+    assert measure(*quiet, str(session)).replayed
+    last = orjson.loads(session.read_bytes().splitlines()[-1])
+    message = {**last, "parentUuid": last["uuid"], "uuid": "u-long", "timestamp": "2026-01-05T10:01:00.000Z",
+               "message": {"role": "user", "content": "lorem ipsum dolor sit amet " * 1000}}
+    with open(session, "ab") as fh:
+        fh.write(orjson.dumps(message) + b"\n")
+    after = [measure(*quiet, str(session)) for _ in range(2)]
+    assert [o.status for o in after] == [1, 1] and [o.replayed for o in after] == [False, True]
+    assert after[1].stdout == session.read_bytes()
+
+
+def test_other_settings_or_setup_are_not_replayed(session, tmp_path):
+    args = ("-q", str(session))
+    measure(*args)
+    assert measure(*args).replayed
+    assert not measure("-q", "--budget", "150k", str(session)).replayed  # the arguments
+    assert not measure(*args, cwd=tmp_path).replayed  # another working folder
+    assert measure(*args).replayed  # each is remembered apart
+    assert not measure(*args, LOOKOUT_BUDGET="150k").replayed  # the environment
+    assert measure(*args, LOOKOUT_BUDGET="150k").replayed  # (the last one of the same arguments and folder)
+    assert measure(*args, cwd=session.parent).replayed is False
+    assert measure(*args, cwd=session.parent).replayed
+    (tmp_path / ".lookout.toml").write_text("budget = 150000\n")  # a project config above the working folder
+    assert not measure(*args, cwd=session.parent).replayed
+    assert measure(*args, cwd=session.parent).replayed
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "lookout" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text("budget = 160000\n")
+    assert not measure(*args, cwd=session.parent).replayed
+    # a rules file set on the command line, edited
+    rules = tmp_path / "RULES.md"
+    rules.write_text("Run the tests.\n")
+    with_rules = ("-q", "--rules", str(rules), str(session))
+    measure(*with_rules)
+    assert measure(*with_rules).replayed
+    rules.write_text("Run the tests, then the linter.\n")
+    assert not measure(*with_rules).replayed
+
+
+def test_runs_with_a_report_or_another_output_are_never_replayed(session, tmp_path):
+    for args in (("--no-discover",), ("--json", "--no-discover"), ("--report-only", "--no-discover"),
+                 ("-q", "--no-discover", "--report", str(tmp_path / "r.json")),
+                 ("-q", "--no-discover", "-o", str(tmp_path / "out.jsonl")),
+                 ("-q", "--no-discover", "--no-cache")):
+        runs = [measure(*args, str(session)) for _ in range(2)]
+        assert not any(o.replayed for o in runs), args
+        assert runs[1].status == 0
+    assert (tmp_path / "out.jsonl").read_bytes() == session.read_bytes()
+    piped = [Outcome(run_lookout("measure", "-q", input=session.read_bytes(),
+                                 env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"))) for _ in range(2)]
+    assert not any(o.replayed for o in piped) and piped[1].stdout == session.read_bytes()
+
+
+def test_a_damaged_record_runs_lookout(session):
+    measure("-q", "--no-discover", str(session))
+    records = list(Path(replay.cache_folder(), "state").glob("replay-*.bin"))
+    assert len(records) == 1
+    records[0].write_bytes(b"\xff\x00 not marshal")
+    again = measure("-q", "--no-discover", str(session))
+    assert not again.replayed and again.status == 0 and again.stdout == session.read_bytes()
+    assert measure("-q", "--no-discover", str(session)).replayed
+
+
+def test_a_closed_pipe_ends_a_replay_with_141(session):
+    big = session.parent / "big.jsonl"
+    big.write_bytes(session.read_bytes() * 200)  # more than a pipe holds
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    command = [*lookout_exe(), "measure", "-q", "--no-discover", str(big)]
+    subprocess.run(command, capture_output=True, env=env)
+    for _ in range(2):
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        proc.stdout.read(100)
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait() == 141
+        assert b"click" not in err  # the replay, not the CLI
+        assert b"lookout:" not in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("env", [{}, {"LOOKOUT_CACHE_DIR": "/x/cache"}, {"XDG_CACHE_HOME": "/y"},
+                                 {"XDG_CACHE_HOME": "relative/path"}, {"XDG_CACHE_HOME": ""}])
+def test_the_cache_folder_is_lookouts(monkeypatch, env):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert Path(replay.cache_folder()) == paths.cache_dir()
+
+
+@pytest.mark.parametrize("user", [None, "custom.toml"])
+def test_the_config_files_a_run_reads_are_in_its_invocation(tmp_path, monkeypatch, user):
+    """Every file config.Config reads is one replay checks."""
+    project = tmp_path / "a"
+    (project / "b").mkdir(parents=True)
+    (project / ".lookout.toml").write_text("budget = 1\n")
+    if user:
+        monkeypatch.setenv("LOOKOUT_CONFIG", str(tmp_path / user))
+        (tmp_path / user).write_text("budget = 2\n")
+    else:
+        folder = Path(os.environ["XDG_CONFIG_HOME"]) / "lookout"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.toml").write_text("budget = 2\n")
+    monkeypatch.chdir(project / "b")
+    read = {os.path.realpath(p) for p in Config().files}
+    checked = {os.path.realpath(s[0]) for s in replay._config_stamps(os.getcwd()) if s[1] is not None}
+    assert len(read) == 2 and read == checked
