@@ -15,7 +15,7 @@ from lookout_cli import meter_snapshot, replay
 from lookout_cli.formats import Transcript
 from lookout_cli.meter import PRESETS, Meter, Settings, last_timed, measure as measure_view, measure_usage, parse_time
 from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
-from lookout_cli.options import Run, filter_options
+from lookout_cli.options import Run, filter_options, write_stdout
 from lookout_cli.term import wants_color
 
 TOKENIZER_FIRST_BYTES = 64 << 20  # inputs from this size load the tokenizer before reading
@@ -163,12 +163,12 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
         finish()  # the transcript still goes where -o / -i send it
     if json_out:
-        _stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        write_stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         run.write_report(report)
     elif report_only:
         colour = wants_color(params.get("color", "auto"), sys.stdout)
         style = (lambda text, **kw: click.style(text, **kw)) if colour else None
-        _stdout(render(meter, style, run.source, fail_at).encode())
+        write_stdout(render(meter, style, run.source, fail_at).encode())
         run.write_report(report)
     else:
         finish(report)
@@ -269,16 +269,6 @@ def _flag(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in ("0", "false", "no", "off", "")
     return bool(value)
-
-
-def _stdout(data: bytes) -> None:
-    try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        from lookout_cli.errors import PipeClosed
-
-        raise PipeClosed() from None
 
 
 def settings_for(run: Run, model_name, budget, estimate, system_file, tools_file, rules_file, skills_file,

@@ -6,14 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 
 import click
 import orjson
 
 from lookout_cli.errors import CheckFailed, LookoutError
-from lookout_cli.options import Run, filter_options
+from lookout_cli.options import Run, filter_options, write_stdout
 
 MODES = ("prepare", "compact", "off")
 DEFAULT_HOOK_TIMEOUT = 120.0
@@ -635,13 +634,7 @@ def _output(run: Run, transcript, idle: _Idle, json_out: bool) -> None:
         else:
             run.write_report(report)
         data = orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-        try:
-            sys.stdout.buffer.write(data)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            from lookout_cli.errors import PipeClosed
-
-            raise PipeClosed() from None
+        write_stdout(data)
     else:
         changed = 1 if idle.compaction is not None and idle.compaction.changed else 0
         run.finish(transcript, report, changes=changed)

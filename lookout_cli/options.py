@@ -33,6 +33,7 @@ from lookout_cli.jsonl import (
     read_lean_records, read_records,
 )
 from lookout_cli.paths import save_dir
+from lookout_cli.replay import CLOSED_STDOUT
 from lookout_cli.term import Reporter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,6 +160,18 @@ def filter_options(side_effects: bool = False) -> Callable:
         return common_options(wrapper)
 
     return decorate
+
+
+def write_stdout(data: bytes) -> None:
+    """``data`` (a report) to standard output: a reader gone away ends the run with 141, an
+    output closed from the start with one line."""
+    if sys.stdout is None:
+        raise LookoutError(CLOSED_STDOUT)
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        raise PipeClosed() from None
 
 
 class Run:
@@ -457,6 +470,8 @@ class Run:
         """Where the transcript goes: standard output, -o FILE or FILE itself (-i), atomically."""
         target = self.file if self.in_place else (None if self.output in (None, "-") else self.output)
         if target is None:
+            if sys.stdout is None:  # started with it closed (>&-)
+                raise LookoutError(CLOSED_STDOUT)
             sync_pending()  # the saved outputs the transcript names are on disk before it leaves
             writer = RecordWriter(NullStream() if is_dev_null(sys.stdout) else sys.stdout.buffer)
             yield writer

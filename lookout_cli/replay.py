@@ -23,6 +23,7 @@ One small file per arguments and folder, in the cache folder's ``state/``, writt
 
 from __future__ import annotations
 
+import errno
 import marshal
 import os
 import sys
@@ -31,6 +32,7 @@ from lookout_cli import __version__
 from lookout_cli.file_guard import digest, guards, stamp
 
 SCHEMA = 1
+CLOSED_STDOUT = "standard output is closed"
 PROJECT_CONFIG = ".lookout.toml"  # config.PROJECT_FILE: config imports pathlib
 
 _invocation: tuple[str, str] | None = None  # (entry file, fingerprint) of this run, when it may be recorded
@@ -68,14 +70,23 @@ def _text_digest(value: object) -> str:
 def replay(args: list[str]) -> int | None:
     """Replay ``lookout`` run with ``args`` when a run the same found the same file, and give
     its exit status; else None (lookout runs, and this invocation may be recorded)."""
-    global _invocation
     if args[:1] != ["measure"]:
         return None
     try:
+        return _replay(args)
+    except KeyboardInterrupt:
+        _say("lookout: interrupted")
+        return 130
+
+
+def _replay(args: list[str]) -> int | None:
+    global _invocation
+    try:
         cwd = os.getcwd()
         where = os.path.join(cache_folder(), "state", f"replay-{_text_digest((sys.executable, args, cwd))[:32]}.bin")
-        key = _text_digest((SCHEMA, __version__, sys.executable, __file__, args, cwd, sorted(os.environ.items()),
-                            [os.isatty(fd) for fd in (0, 1, 2)], _config_stamps(cwd)))
+        # this file's time too: a reinstall of the same version is other code
+        key = _text_digest((SCHEMA, __version__, sys.executable, stamp(__file__), args, cwd,
+                            sorted(os.environ.items()), [os.isatty(fd) for fd in (0, 1, 2)], _config_stamps(cwd)))
     except (OSError, ValueError):  # no working folder, say: run as usual
         return None
     _invocation = (where, key)
@@ -84,23 +95,31 @@ def replay(args: list[str]) -> int | None:
             entry = marshal.load(handle)
         if entry["key"] != key:
             return None
+        identity, hashes, status, message = entry["stat"], entry["guards"], entry["status"], entry["message"]
+        setup = [(s[0], s) for s in entry["setup"]]
         fd = os.open(entry["file"], os.O_RDONLY)
-    except (OSError, EOFError, ValueError, TypeError, KeyError):
-        return None
+    except (OSError, EOFError, ValueError, TypeError, KeyError, IndexError):
+        return None  # none yet, another invocation's or damaged: run as usual
     try:
         st = os.fstat(fd)
-        if ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != entry["stat"]
-                or guards(fd, st.st_size) != entry["guards"]
-                or any(stamp(s[0]) != s for s in entry["setup"])):
+        if ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != identity or guards(fd, st.st_size) != hashes
+                or any(stamp(path) != was for path, was in setup)):
             return None
-        return _copy_out(fd, entry["message"], entry["status"])
+        return _copy_out(fd, message, status)
     finally:
         os.close(fd)
 
 
+def _say(line: str) -> None:
+    try:
+        os.write(2, (line + "\n").encode("utf-8", "surrogateescape"))
+    except OSError:
+        pass
+
+
 def _copy_out(fd: int, message: str | None, status: int) -> int:
     """The file ``fd`` to standard output (as ``measure`` passes it through), then ``message``."""
-    out = sys.stdout.fileno()
+    out = 1  # the descriptor, whatever sys.stdout became (None when it is closed)
     offset = 0
     try:
         try:
@@ -118,14 +137,11 @@ def _copy_out(fd: int, message: str | None, status: int) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, out)
         return 141
-    except KeyboardInterrupt:
-        sys.stderr.write("lookout: interrupted\n")
-        return 130
     except OSError as exc:
-        sys.stderr.write(f"lookout: error: {exc.strerror or exc}\n")
+        _say(f"lookout: error: {CLOSED_STDOUT if exc.errno == errno.EBADF else exc.strerror or exc}")
         return 2
     if message:
-        sys.stderr.write(message + "\n")
+        _say(message)
     return status
 
 

@@ -193,3 +193,20 @@ def test_the_config_files_a_run_reads_are_in_its_invocation(tmp_path, monkeypatc
     read = {os.path.realpath(p) for p in Config().files}
     checked = {os.path.realpath(s[0]) for s in replay._config_stamps(os.getcwd()) if s[1] is not None}
     assert len(read) == 2 and read == checked
+
+
+def test_a_closed_standard_output_is_one_line_and_exit_2(session):
+    """Started with standard output closed (``>&-``), a replay and the CLI say the same."""
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    command = [*lookout_exe(), "measure", "-q", "--no-discover", str(session)]
+    subprocess.run(command, stdout=subprocess.DEVNULL, env=env)  # recorded
+    closed = [subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                             preexec_fn=lambda: os.close(1)) for _ in range(2)]
+    cli = subprocess.run([*command[:-1], "--no-cache", str(session)], stderr=subprocess.PIPE, env=env,
+                         preexec_fn=lambda: os.close(1))
+    for done in (*closed, cli):
+        assert done.returncode == 2
+        assert [line for line in done.stderr.splitlines() if not line.startswith(b"import time:")] == \
+            [b"lookout: error: standard output is closed"]
+    assert Outcome(closed[0]).replayed  # the run with an open output was the one recorded
+    assert not Outcome(cli).replayed
