@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lookout_cli import __version__, measure_state, replay
-from lookout_cli.file_guard import stamp
+from lookout_cli.file_guard import digest, stamp
 from lookout_cli.meter import RULES_FILES, Meter, Settings, parse_time, warm_from
 
 SCHEMA = 1
@@ -35,7 +35,7 @@ def settings_key(settings: Settings, format_name: str | None) -> str:
     """What the figures depend on besides the file and the setup files' contents."""
     fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "now"}
     text = json.dumps([SCHEMA, __version__, format_name, fields], sort_keys=True, default=str)
-    return "meter-" + measure_state.digest(text.encode("utf-8", "surrogatepass"))[:24]
+    return "meter-" + digest(text.encode("utf-8", "surrogatepass"))[:24]
 
 
 def _setup_files(settings: Settings, cwd: str | None) -> list[list]:
