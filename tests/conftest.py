@@ -70,6 +70,15 @@ def isolated_env(tmp_path_factory, monkeypatch, rank_tables):
     return home
 
 
+@pytest.fixture
+def session(tmp_path) -> Path:
+    """A copy of the small Claude Code session of tests/data/measure, alone in a folder."""
+    path = tmp_path / "work" / "session.jsonl"
+    path.parent.mkdir()
+    shutil.copyfile(DATA / "measure" / "claude-small.jsonl", path)
+    return path
+
+
 def run_lookout(*args: str, input: bytes | None = b"", cwd=None, env=None, timeout: float = 120):
     """Run the installed ``lookout`` in a real subprocess; returns CompletedProcess (bytes)."""
     return subprocess.run([*lookout_exe(), *args], input=input, capture_output=True,

@@ -15,12 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import DATA, lookout_exe, run_lookout
+from conftest import lookout_exe, run_lookout
 from lookout_cli import paths, replay
 from lookout_cli.config import Config
-
-SESSION = DATA / "measure" / "claude-small.jsonl"
-
 
 class Outcome:
     def __init__(self, done: subprocess.CompletedProcess) -> None:
@@ -34,14 +31,6 @@ class Outcome:
 
 def measure(*args, cwd=None, **env) -> Outcome:
     return Outcome(run_lookout("measure", *args, cwd=cwd, env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1", **env)))
-
-
-@pytest.fixture
-def session(tmp_path):
-    path = tmp_path / "work" / "session.jsonl"
-    path.parent.mkdir()
-    shutil.copyfile(SESSION, path)
-    return path
 
 
 def test_a_quiet_run_is_replayed_with_the_same_output_status_and_message(session):

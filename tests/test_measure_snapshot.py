@@ -5,11 +5,9 @@ a same-size rewrite in place, an atomic replace), the settings, or a setup file.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import orjson
-import pytest
 
 from conftest import DATA, run_lookout
 from lookout_cli.meter_snapshot import REUSED
@@ -26,14 +24,6 @@ def measure(path, *args, cwd=None) -> dict:
 
 def without_reuse_note(report: dict) -> dict:
     return {**report, "notes": [n for n in report["notes"] if n != REUSED]}
-
-
-@pytest.fixture
-def session(tmp_path):
-    path = tmp_path / "work" / "session.jsonl"
-    path.parent.mkdir()
-    shutil.copyfile(SESSION, path)
-    return path
 
 
 def test_an_unchanged_file_gives_the_same_figures_without_being_read_again(session):
