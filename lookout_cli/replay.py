@@ -7,13 +7,13 @@ often when nothing was written since. Such a run reuses the figures it found bef
 nine tenths of it. So a measure whose only output was the transcript on standard output (and
 at most the line of a failed ``--fail-at``) is remembered by its invocation, and when the same
 invocation finds the file as it was measured, the file is copied to standard output, that line
-printed and that status returned, with nothing imported but this module and the standard
-library's os, sys and marshal.
+printed and that status returned, with nothing imported but this module, file_guard and the
+standard library's os, sys, errno, marshal and _blake2.
 
 The same invocation: the same arguments, working folder, environment (every variable:
 ``LOOKOUT_*``, ``XDG_*`` and what click reads alike), terminals on the standard streams, config
 files (the user's, and ``.lookout.toml`` in the working folder and each folder above it, by
-size and time), lookout's version and Python. The same file: what the snapshot checks (device,
+size and time), lookout's version (and this file's time: a reinstall) and Python. The same file: what the snapshot checks (device,
 inode, size, modification time, guard hashes) and its setup files (``--system``…, CLAUDE.md,
 AGENTS.md) unchanged. Anything else runs lookout as usual, which records the invocation anew.
 
