@@ -127,7 +127,8 @@ def _copy_out(fd: int, message: str | None, status: int) -> int:
                 offset += sent
         except BrokenPipeError:
             raise
-        except OSError:  # an output sendfile cannot write to (opened to append, say): copy through memory
+        except (AttributeError, OSError):  # no sendfile, or an output it cannot write to (opened to
+            # append, say): copy through memory
             while block := os.pread(fd, 1 << 20, offset):
                 view = memoryview(block)
                 while view:

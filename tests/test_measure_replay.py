@@ -199,3 +199,18 @@ def test_a_closed_standard_output_is_one_line_and_exit_2(session):
             [b"lookout: error: standard output is closed"]
     assert Outcome(closed[0]).replayed  # the run with an open output was the one recorded
     assert not Outcome(cli).replayed
+
+
+def test_a_replay_appends_to_an_output_opened_to_append(session, tmp_path):
+    """sendfile cannot write to a file opened to append (``>> out``): the replay copies
+    through memory instead, and the file gets the same bytes as from the CLI."""
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"before\n")
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    runs = []
+    for _ in range(2):
+        with open(out, "ab") as handle:
+            runs.append(Outcome(subprocess.run([*lookout_exe(), "measure", "-q", "--no-discover", str(session)],
+                                               stdout=handle, stderr=subprocess.PIPE, env=env)))
+    assert [o.replayed for o in runs] == [False, True] and [o.status for o in runs] == [0, 0]
+    assert out.read_bytes() == b"before\n" + session.read_bytes() * 2
