@@ -62,7 +62,7 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
         budget = parse_size(str(budget_text)) if budget_text else DEFAULT_BUDGETS[provider]
     except LookoutError as exc:
         raise click.BadParameter(str(exc), param_hint="--budget") from None
-    keep = keep_recent if keep_recent is not None else int(run.setting("images.keep_recent", None, ALWAYS_KEEP_RECENT))
+    keep = keep_recent if keep_recent is not None else run.number("images.keep_recent", None, ALWAYS_KEEP_RECENT, int, minimum=0)
     if not transcript.adapter.can_write and (repair or any(i.kind == IMAGE for i in view.items)):
         run.warn(f"the {transcript.format} format is read-only here; images are reported, not cleared")
         run.finish(transcript, report)

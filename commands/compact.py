@@ -57,13 +57,6 @@ error, including a refused summary or a result that would leave a call without i
 """
 
 
-def _bool(run: Run, key: str, flag, default: bool) -> bool:
-    value = run.setting(key, flag, default)
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 @click.command(epilog=EPILOG)
 @click.option("--force", is_flag=True, help="Compact now, due or not (what /compact does).")
 @click.option("--max-tokens", "--budget", "budget", metavar="SIZE",
@@ -208,12 +201,12 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
         stages=stages,
         instructions=instructions,
         on_failure=str(run.setting("compaction.on_failure", on_failure, "stop")),
-        auto=_bool(run, "compaction.auto", None, True),
+        auto=run.flag("compaction.auto", default=True),
         model=run.setting("model", model_name),
         budget=run.setting("budget", budget),
         threshold_percent=threshold,
         reserved=run.setting("compaction.reserved", reserved),
-        prune=_bool(run, "compaction.prune", prune, True),
+        prune=run.flag("compaction.prune", prune, True),
         tail_turns=run.number("compaction.tail_turns", tail_turns, 2, int),
         preserve_recent_tokens=run.number("compaction.preserve_recent_tokens", preserve_recent_tokens, 8_000, int),
         max_tool_output_chars=run.number("max_tool_output_chars", max_tool_output_chars, 50_000, int),

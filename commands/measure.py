@@ -143,7 +143,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
                                    "needs a full measure")
         meter, transcript = measure_usage_input(run, settings)
     else:
-        cache = not no_cache and _flag(run.setting("measure.cache", None, True))
+        cache = not no_cache and run.flag("measure.cache", default=True)
         meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache)
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
@@ -265,12 +265,6 @@ def count_key(model: str | None, settings: Settings) -> tuple:
     return encoding_for_model(model), not settings.estimate
 
 
-def _flag(value) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(value)
-
-
 def settings_for(run: Run, model_name, budget, estimate, system_file, tools_file, rules_file, skills_file,
                  no_discover, preset, now: dt.datetime | None) -> Settings:
     """The meter's settings: flags over LOOKOUT_* variables over the config files."""
@@ -279,7 +273,7 @@ def settings_for(run: Run, model_name, budget, estimate, system_file, tools_file
         model=run.setting("measure.model", model_name),
         model_source="flag" if model_name else "config",
         budget=run.setting("budget", budget),
-        estimate=bool(estimate or run.setting("measure.estimate", None, False)),
+        estimate=estimate or run.flag("measure.estimate"),
         setup_files={"system": system_file, "tools": tools_file, "rules": rules_file, "skills": skills_file},
         discover_rules=not no_discover,
         now=now,

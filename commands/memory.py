@@ -904,8 +904,7 @@ def inject(run: Run, project_dir, agent_name, no_everywhere):
     ctx = Ctx(dry_run=run.dry_run)
     ctx.reporter = run.reporter
     scopes: list[tuple[str, Scope]] = []
-    read_everywhere = run.setting("memory.read_everywhere", None, True)
-    if not no_everywhere and read_everywhere not in (False, "false", "0", 0):
+    if not no_everywhere and run.flag("memory.read_everywhere", default=True):
         scopes.append(("Everywhere (your preferences, in every project)", everywhere_scope()))
     if agent_name:
         scope = agent_scope(agent_name)

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from lookout_cli import mention_resolve as mr
-from lookout_cli.errors import LookoutError
 from lookout_cli.imaging import DEFAULT_MAX_SIDE, PROVIDERS
 from lookout_cli.options import Run, filter_options
 from lookout_cli.view import IMAGE, NOTICE, TEXT, Item, View
@@ -167,12 +166,12 @@ def _settings(run: Run, view: View, root: str | None, allow_secret, include_igno
     if not chosen and run.hook_event and isinstance(run.hook_event.get("cwd"), str) and os.path.isdir(run.hook_event["cwd"]):
         chosen = run.hook_event["cwd"]
     limits = mr.Limits(
-        max_mentions=_whole(run, "mentions.max_mentions", None, mr.MAX_MENTIONS),
-        max_chars=_whole(run, "mentions.max_chars", None, mr.MAX_CHARS),
-        max_images=_whole(run, "mentions.max_images", None, mr.MAX_IMAGES),
-        max_files=_whole(run, "mentions.max_files", None, mr.MAX_FILES),
-        max_bytes=_whole(run, "mentions.max_bytes", None, mr.MAX_BYTES),
-        workspace_entries=_whole(run, "mentions.workspace_entries", None, mr.WORKSPACE_ENTRIES),
+        max_mentions=run.number("mentions.max_mentions", None, mr.MAX_MENTIONS, int, minimum=0),
+        max_chars=run.number("mentions.max_chars", None, mr.MAX_CHARS, int, minimum=0),
+        max_images=run.number("mentions.max_images", None, mr.MAX_IMAGES, int, minimum=0),
+        max_files=run.number("mentions.max_files", None, mr.MAX_FILES, int, minimum=0),
+        max_bytes=run.number("mentions.max_bytes", None, mr.MAX_BYTES, int, minimum=0),
+        workspace_entries=run.number("mentions.workspace_entries", None, mr.WORKSPACE_ENTRIES, int, minimum=0),
     )
     configured = run.setting("mentions.allow_secret", None, ()) or ()
     if isinstance(configured, str):
@@ -182,7 +181,7 @@ def _settings(run: Run, view: View, root: str | None, allow_secret, include_igno
         root=Path(os.path.expanduser(str(chosen))) if chosen else cwd,
         limits=limits,
         provider=provider,
-        max_image_side=_whole(run, "mentions.max_image_side", max_image_side, DEFAULT_MAX_SIDE),
+        max_image_side=run.number("mentions.max_image_side", max_image_side, DEFAULT_MAX_SIDE, int, minimum=0),
         images=not no_images,
         allow_secret=allowed,
         include_ignored=include_ignored,
@@ -192,13 +191,6 @@ def _settings(run: Run, view: View, root: str | None, allow_secret, include_igno
         cwd=cwd,
         count_tokens=_counter(estimate),
     )
-
-
-def _whole(run: Run, key: str, flag, default: int) -> int:
-    value = run.setting(key, flag, default)
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
-        raise LookoutError(f"config {key} must be a whole number, not {value!r}")
-    return int(value)
 
 
 def _counter(estimate: bool):

@@ -214,12 +214,28 @@ class Run:
         ``kind``, refused with a one-line error when it is not one or is under ``minimum``."""
         value = self.setting(key, flag, default)
         try:
+            if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
+                raise ValueError  # true is not 1, nor 2.5 a whole number
             number = kind(value)
         except (TypeError, ValueError):
             raise LookoutError(f"{key}: {value!r} is not a {'whole ' if kind is int else ''}number") from None
         if minimum is not None and number < minimum:
             raise LookoutError(f"{key}: {value!r} must be {minimum:g} or more")
         return number
+
+    def flag(self, key: str, flag: bool | None = None, default: bool = False) -> bool:
+        """A yes/no setting (the flag, else ``key`` in the config, else ``default``): true/false,
+        yes/no, on/off or 1/0 in a variable or a file; anything else is refused with a one-line
+        error rather than read as one or the other."""
+        value = self.setting(key, flag, default)
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word in ("1", "true", "yes", "on"):
+            return True
+        if word in ("0", "false", "no", "off"):
+            return False
+        raise LookoutError(f"{key}: {value!r} is not true or false (also yes/no, on/off, 1/0)")
 
     @property
     def source(self) -> str | None:

@@ -231,6 +231,31 @@ def test_bad_config_is_a_clear_error(tmp_path, monkeypatch):
     assert run_lookout("restore", "--isolated", input=b"{}\n", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.parametrize("word, on", [("yes", True), ("on", True), ("1", True), ("TRUE", True),
+                                      ("no", False), ("off", False), ("0", False), ("false", False)])
+def test_a_yes_no_setting_reads_the_same_words_in_every_command(session, word, on):
+    """measure.estimate read any word but "false" as true ("no" turned the estimate on), and
+    compaction.prune any unknown word as false: one reading for every yes/no setting now."""
+    env = dict(os.environ, LOOKOUT_MEASURE_ESTIMATE=word)
+    report = json.loads(run_lookout("measure", "--json", "--no-cache", str(session), env=env).stdout)
+    assert report["model"]["counting"] == ("estimate" if on else "tokenizer")
+
+
+@pytest.mark.parametrize("command, variable, value, message", [
+    ("measure", "LOOKOUT_MEASURE_CACHE", "maybe", b"measure.cache: 'maybe' is not true or false"),
+    ("compact", "LOOKOUT_COMPACTION_PRUNE", "sometimes", b"compaction.prune: 'sometimes' is not true or false"),
+    ("compact", "LOOKOUT_COMPACTION_TAIL_TURNS", "2.5", b"compaction.tail_turns: 2.5 is not a whole number"),
+    ("clear-images", "LOOKOUT_IMAGES_KEEP_RECENT", "lots", b"images.keep_recent: 'lots' is not a whole number"),
+    ("mentions", "LOOKOUT_MENTIONS_MAX_FILES", "-1", b"mentions.max_files: -1 must be 0 or more"),
+])
+def test_a_setting_of_the_wrong_kind_is_one_line_and_exit_2(session, command, variable, value, message):
+    done = run_lookout(command, "--force" if command == "compact" else "-q", str(session),
+                       env=dict(os.environ, **{variable: value}))
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(b"lookout: error: " + message)
+
+
 def test_restore_is_an_exact_identity_filter_on_real_transcripts(tmp_path):
     from conftest import real_transcripts
 

@@ -381,4 +381,4 @@ def test_limits_and_allowed_secrets_from_config(repo, tmp_path):
     assert b"A=1" in rep.stdout
     env["LOOKOUT_MENTIONS_MAX_CHARS"] = "lots"
     bad = run_lookout("mentions", "--root", str(repo), str(path), env=env)
-    assert bad.returncode == 2 and b"mentions.max_chars must be a whole number" in bad.stderr
+    assert bad.returncode == 2 and b"mentions.max_chars: 'lots' is not a whole number" in bad.stderr
