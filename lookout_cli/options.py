@@ -363,14 +363,20 @@ class Run:
             return transcript, transcript.records
         start = 0 if spool is not None else handle.tell()
         read = getattr(handle, "read1", handle.read)
-        head = b""
-        while True:  # enough lines to tell the format by
+        head, sample, looked = b"", [], 0  # looked: the lines of ``head`` read so far
+        while not self.format_name:  # read until the format can be told (each line parsed once)
             data = read(1 << 20)
             if spool is not None:
                 spool.write(data)
             head += data
-            lines = head.split(b"\n")[:-1] if data else head.split(b"\n")
-            sample = [r for r in map(Record, range(1, len(lines) + 1), lines) if r.data is not None]
+            lines = head.split(b"\n")
+            if data:
+                lines.pop()  # the last may be cut short
+            while looked < len(lines) and len(sample) < SNIFF_RECORDS:
+                record = Record(looked + 1, lines[looked])
+                looked += 1
+                if record.data is not None:
+                    sample.append(record)
             if not data or len(sample) >= SNIFF_RECORDS or len(head) >= SNIFF_BYTES:
                 break
         adapter = self._adapter_for(sample)

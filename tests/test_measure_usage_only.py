@@ -116,6 +116,17 @@ def test_formats_without_needles_read_every_line(fmt):
     assert piped.stdout == path.read_bytes()
 
 
+@pytest.mark.parametrize("name", ["claude-code-session.jsonl", "codex-rollout.jsonl"])
+def test_a_format_given_reads_nothing_to_tell_it_and_finds_the_same(name):
+    """With --format the lines are not sniffed first: the same figures, from a file and a pipe."""
+    path = DATA.parent.parent / "examples" / name
+    told = "claude-code" if name.startswith("claude") else "codex"
+    sniffed = report("--usage-only", str(path))
+    assert report("--usage-only", "--format", told, str(path)) == sniffed
+    piped = report("--usage-only", "--format", told, input=path.read_bytes())
+    assert {**piped, "source": sniffed["source"]} == sniffed
+
+
 @pytest.mark.parametrize("chunk", [7, 64, 1000, 1 << 20])
 def test_lines_holding_finds_what_reading_every_line_finds(chunk):
     needles = (b'"usage"', b'"compact_boundary"')
