@@ -37,7 +37,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript
 from lookout_cli.jsonl import Record
 from lookout_cli.saved import MARKER, SavedStore
-from lookout_cli.view import IMAGE, TOOL_RESULT, Item, View
+from lookout_cli.view import TOOL_RESULT, Item, View
 
 NO_PROGRESS_RATIO = 0.8
 ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
@@ -206,7 +206,7 @@ class Gauge:
     def tokens(self, view: View) -> list[int]:
         later = getattr(self.counter, "count_later", None)
         if self.jobs > 1 and later is not None:  # the texts no cache knows, counted in processes first
-            later([i.text for i in view.items if i.kind != IMAGE and i.tokens is None], jobs=self.jobs)()
+            later([i.text for i in self.meter.uncounted(view)], jobs=self.jobs)()
             self.jobs = 1  # (not hashed and looked up once more for every later view)
         return self.meter.item_tokens(view, self.counter, self.provider)
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 
 from lookout_cli.clearing import cleared_sign, is_cleared
-from lookout_cli.meter import ARGUMENT_FIELDS, ARGUMENT_KEYS, call_arguments, image_dimensions
+from lookout_cli.meter import ARGUMENT_FIELDS, ARGUMENT_KEYS, call_arguments, image_dimensions, uncounted
 from lookout_cli.view import IMAGE, NO_EXTRA, TOOL_CALL, Item, View
 
 BATCH_CHARS = 4_000_000  # with --jobs: characters sent to the workers together
@@ -54,7 +54,7 @@ class CountingSink:
             self.counter = self.make_counter(view.model)
         self._flush()
         self._settle()
-        self._pending = [i for i in view.items if i.tokens is None and i.kind != IMAGE]
+        self._pending = uncounted(view)
         self._flush()
         self._settle()
         return self.counter

@@ -367,9 +367,7 @@ def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b
             line = b"".join([*carry, data[:begin]])
             carry, held = [], 0
             lineno += 1
-            ending = 2 if line.endswith(b"\r\n") else 1 if line.endswith(b"\n") else 0
-            if len(line) - ending > max_record_bytes:
-                raise _too_long(lineno, max_record_bytes)
+            _check_length(lineno, line, max_record_bytes)
             if any(needle in line for needle in needles):
                 yield lineno, line
         if not data:
@@ -412,11 +410,16 @@ def _newlines(buf: bytes, start: int, end: int) -> int:
 
 
 def _bounded(lineno: int, raw: bytes, max_record_bytes: int) -> Record:
-    """The record of line ``lineno``, unless it is over the bound (its line ending not counted)."""
+    """The record of line ``lineno``, unless it is over the bound."""
+    _check_length(lineno, raw, max_record_bytes)
+    return Record(lineno, raw)
+
+
+def _check_length(lineno: int, raw: bytes, max_record_bytes: int) -> None:
+    """Refuse line ``lineno`` when it is over the bound (its line ending not counted)."""
     ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
     if len(raw) - ending > max_record_bytes:
         raise _too_long(lineno, max_record_bytes)
-    return Record(lineno, raw)
 
 
 def _too_long(lineno: int, max_record_bytes: int) -> LookoutError:

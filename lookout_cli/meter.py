@@ -102,6 +102,11 @@ def image_item_tokens(item: Item, provider: str) -> int:
     return int(image_tokens(provider, dims[0], dims[1]))
 
 
+def uncounted(view: View) -> list[Item]:
+    """The items ``item_tokens`` counts with its counter: texts not counted as the view was built."""
+    return [item for item in view.items if item.tokens is None and item.kind != IMAGE]
+
+
 def item_tokens(view: View, counter, provider: str | None = None) -> list[int]:
     """Tokens of every item of ``view`` (in order). Texts are counted with ``counter`` (a
     ``TokenCounter``, which counts each distinct text once); images by the provider's formula."""
