@@ -120,6 +120,7 @@ class PrunePlan:
     items: list[int] = field(default_factory=list)  # oldest first
     freed: int = 0  # tokens, after placeholders
     candidates_freed: int = 0  # what clearing every candidate would free (even when skipped)
+    candidates: list[int] = field(default_factory=list)  # every item that would free tokens
     skipped: str | None = None  # why nothing is cleared
     first: int | None = None  # index of the first item cleared (where the cache is rewritten)
 
@@ -151,7 +152,7 @@ def plan_prune(items: Sequence[Item], tokens: Sequence[int], s: Settings,
             gains[i] = tokens[i] - cost(i)
     chosen = sorted(i for i, gain in gains.items() if gain > 0)
     freed = sum(gains[i] for i in chosen)
-    plan.candidates_freed = freed
+    plan.candidates_freed, plan.candidates = freed, chosen
     if not chosen:
         plan.skipped = ("no read tool output outside the most recent "
                         f"{s.protect_tokens:,} tokens of output and the last {s.protect_turns} turns"
@@ -264,6 +265,20 @@ def plan_split(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Spl
         earlier = [p for p in starts if p <= unread[0]]
         keep = earlier[-1] if earlier else starts[0]
     return split_at(items, tokens, keep)
+
+
+def earliest_keep(items: Sequence[Item], s: Settings) -> int | None:
+    """The earliest prompt ``plan_split`` can keep from, whatever the tokens: everything before
+    its message is summarized whenever a summary is written."""
+    starts = prompts(items)
+    if not starts:
+        return None
+    keep = starts[-min(len(starts), max(1, s.tail_turns))]
+    unread = unread_results(items)
+    if unread and unread[0] < keep:
+        earlier = [p for p in starts if p <= unread[0]]
+        keep = earlier[-1] if earlier else starts[0]
+    return keep
 
 
 def split_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> Split:

@@ -304,6 +304,7 @@ class Compactor:
         self._tokens: list[int] | None = None  # its items' tokens
         self.dirty = False  # changed since the last measurement
         self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (a dry run's)
+        self.horizon = 0  # items before this index go into the summary as they are (_summary_horizon)
 
     # --- measuring --------------------------------------------------------------------------
     @property
@@ -324,6 +325,7 @@ class Compactor:
         self._view = None
         self._tokens = None
         self.dirty = True
+        self.horizon = 0  # it named items of the view before
 
     def measure(self):
         records = self.transcript.records
@@ -403,7 +405,15 @@ class Compactor:
         sent = sum(self.tokens)  # what the model is sent, item by item
         snapshot = _Snapshot(t)
         try:
+            self.horizon = self._summary_horizon(self.settings())
             self._stages(explicit)
+            if self.horizon and not any(st.ran for st in r.stages if st.stage in ("summarize", "truncate")):
+                # what was left to a summary that was not written after all: the run again, in full
+                snapshot.restore(t)
+                self.restructured()
+                self.measure()
+                r.stages, self.horizon = [], 0
+                self._stages(explicit)
             if self.dirty:
                 self.measure()
             new = _orphan_keys(t.view()) - orphans
@@ -476,6 +486,34 @@ class Compactor:
             elif stage == "truncate":
                 self.truncate(settings, "asked for")
 
+    def _summary_horizon(self, s: plan.Settings) -> int:
+        """The index before which every item is certain to go into the summary this run writes
+        (0 when a summary is not certain). Pruning or clamping those items first would only save
+        them, edit their lines and read them back for the note, which then replaces them all;
+        they stay as they are (on a summary that is not written after all, ``run`` runs the
+        stages again without this)."""
+        stages = self.options.stages or plan.DEFAULT_STAGES
+        if "summarize" not in stages or not {"prune", "clamp"} & set(stages):
+            return 0
+        items, tokens = self.view.items, self.tokens
+        keep = plan.earliest_keep(items, s)
+        hint = self.prepared.keep_from_line if self.prepared is not None else None
+        if hint is not None:  # a prepared summary may keep from another prompt
+            keep = min([i for i, it in enumerate(items) if it.prompt and it.record.lineno == hint] + [keep or 0])
+        if not keep:
+            return 0
+        o = self.options
+        if o.stages is None and not o.force:  # automatic: summarized only if still over the goal then
+            freeable = set(plan.plan_prune(items, tokens, s, lambda _i: 0).candidates)
+            freeable.update(c.index for c in plan.plan_clamp(items, tokens, s))
+            free_all = sum(tokens[i] for i in freeable)  # at most: placeholders cost something
+            m, scale = self.meter, self.scale
+            conversation = self.gauge.meter.conversation_sum(self.view, tokens, 0, len(items))
+            lowest = min(m.used.tokens - max(scale, 1) * free_all, min(scale, 1) * (conversation - free_all))
+            if lowest < s.fit_at:
+                return 0
+        return plan.message_start(items, keep)
+
     def clear(self, index: int, what: str, report: StageReport, **extra) -> None:
         """Save item ``index`` and leave a placeholder (``clearing.clear_item``)."""
         item, tokens = self.view.items[index], self.tokens[index]
@@ -488,8 +526,11 @@ class Compactor:
         report.freed += self.replaced(index, cleared.text)
 
     def clear_cost(self, what: Callable[[Item], str]) -> Callable[[int], int]:
-        """Prices the placeholder that would clear item i, as ``what(item)`` names it."""
+        """Prices the placeholder that would clear item i, as ``what(item)`` names it (about,
+        for an item left to the summary: it is not cleared)."""
         def cost(i: int) -> int:
+            if i < self.horizon:
+                return plan.PLACEHOLDER_TOKENS
             item = self.view.items[i]
             return clear_cost(self.store, item, what(item), self.gauge.counter.count, self.tokens[i])
         return cost
@@ -523,10 +564,12 @@ class Compactor:
                 report.detail = (f"waiting: {why}; clearing {p.freed:,} tokens waits for the summary "
                                  f"point ({s.summary_point:,})")
                 return
-        for i in p.items:
+        cleared = [i for i in p.items if i >= self.horizon]
+        for i in cleared:
             self.clear(i, _pruned(self.view.items[i]), report)
-        report.ran = True
-        report.detail = f"cleared {len(p.items)} tool output(s) the agent had read, about {report.freed:,} tokens"
+        report.ran = bool(cleared)
+        detail = f"cleared {len(cleared)} tool output(s) the agent had read, about {report.freed:,} tokens"
+        report.detail = _with_left(detail if cleared else "", len(p.items) - len(cleared), "read tool output(s)")
 
     def _cache(self) -> plan.CacheCost | None:
         warm = self.meter.warm
@@ -544,14 +587,17 @@ class Compactor:
     def clamp(self, s: plan.Settings) -> None:
         report = StageReport("clamp")
         self.result.stages.append(report)
-        for c in plan.plan_clamp(self.view.items, self.tokens, s):
-            self.cut(c.index, c.head, c.tail, report, reason=c.reason)
+        steps = plan.plan_clamp(self.view.items, self.tokens, s)
+        for c in steps:
+            if c.index >= self.horizon:
+                self.cut(c.index, c.head, c.tail, report, reason=c.reason)
         if report.items:
             report.ran = True
             report.detail = (f"kept the beginning and end of {len(report.items)} long tool output(s), "
                              f"about {report.freed:,} tokens freed")
-        elif not report.detail:
+        elif not steps:
             report.detail = f"nothing over {s.max_tool_output_chars:,} characters or its step's share"
+        report.detail = _with_left(report.detail, len(steps) - len(report.items), "long tool output(s)")
 
     # --- 3. summarize -----------------------------------------------------------------------
     def summarize_or_truncate(self, s: plan.Settings) -> None:
@@ -737,6 +783,14 @@ class Compactor:
         report.detail = f"dropped the {p.dropped_turns} oldest turn(s), {p.dropped_tokens:,} tokens ({why})"
         self.restructured()
         self.measure()
+
+
+def _with_left(detail: str, count: int, what: str) -> str:
+    """A stage's detail, and the items it left to the summary (``Compactor.horizon``)."""
+    if not count:
+        return detail
+    left = f"left {count:,} {what} as they are: the summary replaces the turns that hold them"
+    return f"{detail}; {left}" if detail else left
 
 
 def _pruned(item: Item) -> str:

@@ -499,12 +499,15 @@ def render(d: Digest, budget: int | None = None, count: Callable[[str], int] | N
         return text
     from lookout_cli.tokens import estimate
 
-    if estimate(text) <= 2 * budget and count(text) <= budget:
+    about = estimate(text)
+    if about <= 2 * budget and count(text) <= budget:
         return text
     # The note of a long session can be many times the budget: find the cut with the fast
-    # estimate (aiming a little under), then finish with exact counts of a note near the budget,
-    # so what is tokenized stays about the budget's size rather than the session's.
-    cut = _trim(d, {}, lambda note: estimate(note) <= 0.9 * budget)
+    # estimate's tokens per character of the whole note (aiming a little under), then finish
+    # with exact counts of a note near the budget, so what is tokenized stays about the
+    # budget's size rather than the session's.
+    per_char = about / len(text)
+    cut = _trim(d, {}, lambda note: len(note) * per_char <= 0.9 * budget)
     return _render(d, _trim(d, cut, lambda note: count(note) <= budget))
 
 

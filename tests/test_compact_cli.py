@@ -185,8 +185,9 @@ def test_dry_run_writes_nothing_and_prints_the_plan(tmp_path, monkeypatch):
     data = session("claude-code", turns=16)
     src = tmp_path / "in.jsonl"
     src.write_bytes(data)
-    code, out, err = lookout("compact", "--dry-run", "--force", "--max-tokens", "60k", "-i",
-                             "--report", str(tmp_path / "plan.json"), str(src))
+    # twelve turns kept: pruning clears read output in them (what the summary replaces it leaves)
+    code, out, err = lookout("compact", "--dry-run", "--force", "--max-tokens", "60k", "-i", "--tail-turns", "12",
+                             "--preserve-recent-tokens", "100000", "--report", str(tmp_path / "plan.json"), str(src))
     assert code == 0, err
     assert src.read_bytes() == data and out == b""
     assert not (tmp_path / "saved").exists()
@@ -354,6 +355,59 @@ def test_every_real_transcript_survives_a_forced_compaction(path, tmp_path, monk
     assert restored.startswith(data) or restored == data
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_output_the_summary_replaces_is_not_cleared_first(fmt, tmp_path, monkeypatch):
+    """When a summary will replace the older turns anyway, prune and clamp leave their output as
+    it is: the same note and the same context as clearing it first, with nothing saved, edited or
+    read back for it."""
+    monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / "run1"))
+    data = session(fmt, turns=16)
+    transcript = parse(data)
+    result = compactor.compact_transcript(transcript, compactor.Options(budget="60k"))
+    prune = next(s for s in result.stages if s.stage == "prune")
+    assert not prune.ran and not prune.items
+    assert "left 13 read tool output(s) as they are: the summary replaces" in prune.detail
+    assert any(s.stage == "summarize" and s.ran for s in result.stages)
+
+    monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / "run2"))
+    stepwise = parse(data)
+    first = compactor.compact_transcript(stepwise, compactor.Options(budget="60k", stages=("prune",)))
+    assert len(next(s for s in first.stages if s.stage == "prune").items) == 13
+    then = compactor.compact_transcript(stepwise, compactor.Options(budget="60k", stages=("summarize",)))
+    assert result.summary == then.summary.replace("/run2/", "/run1/") and result.after == then.after
+
+    def files(name):
+        return sum(1 for p in (tmp_path / name).rglob("*") if p.is_file())
+    assert files("run1") + 13 <= files("run2")
+    if fmt == "claude-code":  # the lines before the summary stay as they were
+        assert dump(transcript).startswith(data)
+    code, restored, _ = lookout("restore", "-", data=dump(transcript))
+    assert code == 0 and (restored.startswith(data) or restored == data)
+
+
+@pytest.mark.parametrize("fmt", ("claude-code", "openai", "anthropic"))
+def test_output_left_for_a_summary_is_cleared_when_none_is_written(fmt, tmp_path, monkeypatch):
+    """The older turns turn out to hold less than a note would take, so no summary is written:
+    the stages run again and prune what they had left to it."""
+    from test_compact_fixtures import WORDS, WRITERS, Call, Step, Turn, output_text
+    import random
+
+    monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / "saved"))
+    rng = random.Random(3)
+    read = Call("call_1", "read", "src/config.py", None, output_text(rng, 700, "src/config.py"))
+    turns = [Turn("Read the config.", [Step("Reading it.", [read])], "Read it.")]
+    turns += [Turn(f"Then this: {' '.join(rng.choice(WORDS) for _ in range(25_000))}", [], "Done.")
+              for _ in range(2)]
+    transcript = parse(WRITERS[fmt](turns))
+    result = compactor.compact_transcript(transcript, compactor.Options(
+        budget="60k", prune_minimum=0, protect_tokens=0, preserve_recent_tokens=200_000))
+    stages = {s.stage: s for s in result.stages}
+    assert "nothing worth summarizing" in stages["summarize"].detail and not stages["summarize"].ran
+    assert stages["prune"].ran and [x["call_id"] for x in stages["prune"].items] == ["call_1"]
+    assert "left" not in stages["prune"].detail and len(result.stages) == 4
+    assert "src/config.py:1:" not in dump(transcript).decode()
+
+
 def test_each_text_is_tokenized_at_most_once(tmp_path, monkeypatch):
     """Across every stage and every measurement, a distinct text goes through the tokenizer
     once (the counter remembers counts by content)."""
@@ -369,7 +423,8 @@ def test_each_text_is_tokenized_at_most_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tokens, "count", counting)
     transcript = parse(session("claude-code", turns=16))
-    result = compactor.compact_transcript(transcript, compactor.Options(force=True, budget="60k",
+    result = compactor.compact_transcript(transcript, compactor.Options(force=True, budget="60k", tail_turns=12,
+                                                                        preserve_recent_tokens=100_000,
                                                                         max_tool_output_chars=5000))
     assert result.changed and [s.stage for s in result.stages if s.ran] == ["prune", "clamp", "summarize"]
     assert len(seen) == len(set(seen)) == result.counted

@@ -78,6 +78,7 @@ class Transcript:
         self.adapter = adapter
         self.source = source  # the input file's path, or None for standard input
         self._view: View | None = None
+        self._kept: dict[str, Any] = {}  # what ``kept`` worked out from the records
         # Run.load(lean=True): the open input the records point into, and the bytes they span
         self.spool: IO[bytes] | None = None
         self.spool_span = (0, 0)
@@ -100,8 +101,16 @@ class Transcript:
                 self._view = self.adapter.view(self)
         return self._view
 
+    def kept(self, key: str, build: Callable[[], Any]) -> Any:
+        """``build()``, worked out once from the records and again after ``invalidate()``
+        (a claude-code chain: building it reads every line)."""
+        if key not in self._kept:
+            self._kept[key] = build()
+        return self._kept[key]
+
     def invalidate(self) -> None:
         self._view = None
+        self._kept.clear()
 
     @property
     def changed(self) -> bool:

@@ -49,6 +49,7 @@ TRUNCATION_NOTICE = (
 )
 ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug", "agentId")
 CLEARED_NOTE = "lookoutCleared"
+ENVELOPE_LOOKBACK = 200  # conversation lines read back for envelope fields the newest lacks
 
 
 def fresh_stamp(records: list[Record]) -> str:
@@ -111,7 +112,7 @@ class Adapter(_Base):
         return plain(node)
 
     def chain(self, transcript: Transcript) -> Chain:
-        return build_chain(transcript.records)
+        return transcript.kept("chain", lambda: build_chain(transcript.records))
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo)
@@ -406,8 +407,11 @@ def _block(part: dict) -> dict:
 
 
 def _envelope(chain: Chain) -> dict:
-    """Envelope fields from the newest live line, filled from older lines when missing."""
+    """Envelope fields from the newest live line, filled from older lines when missing (from
+    the newest ``ENVELOPE_LOOKBACK`` conversation lines: most sessions never write some of the
+    fields, and reading every line back for them cost a tenth of a large compaction)."""
     env: dict[str, Any] = {}
+    looked = 0
     order = list(reversed(chain.visible))
     if chain.leaf is not None and chain.leaf not in order:
         order.insert(0, chain.leaf)
@@ -421,7 +425,8 @@ def _envelope(chain: Chain) -> dict:
         for key in ENVELOPE:
             if key not in env and isinstance(obj.get(key), str):
                 env[key] = obj[key]
-        if len(env) == len(ENVELOPE):
+        looked += 1
+        if len(env) == len(ENVELOPE) or looked >= ENVELOPE_LOOKBACK:
             break  # the newest lines have them all (older lines are not read)
     return env
 
