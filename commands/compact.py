@@ -22,7 +22,8 @@ Examples:
 Stages, in order (--stage runs the ones named, now):
   prune      clear tool output the agent has read, oldest first, keeping the newest
              40,000 tokens of output and the last two turns; only if it frees 20,000
-             tokens, and while the cache is warm only when that repays rewriting it
+             tokens, and while the cache is warm only when that repays rewriting it;
+             output in turns the summary will replace anyway stays as it is
   clamp      a tool output over max_tool_output_chars (50,000), or over its share of
              the budget (a step's calls share a third), keeps its beginning and end
   summarize  older turns become one note (goal, the user's messages word for word,
