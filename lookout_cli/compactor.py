@@ -305,6 +305,7 @@ class Compactor:
         self.dirty = False  # changed since the last measurement
         self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (a dry run's)
         self.horizon = 0  # items before this index go into the summary as they are (_summary_horizon)
+        self.left = 0  # items prune and clamp left to the summary for that reason
 
     # --- measuring --------------------------------------------------------------------------
     @property
@@ -407,12 +408,12 @@ class Compactor:
         try:
             self.horizon = self._summary_horizon(self.settings())
             self._stages(explicit)
-            if self.horizon and not any(st.ran for st in r.stages if st.stage in ("summarize", "truncate")):
+            if self.left and not any(st.ran for st in r.stages if st.stage in ("summarize", "truncate")):
                 # what was left to a summary that was not written after all: the run again, in full
                 snapshot.restore(t)
                 self.restructured()
                 self.measure()
-                r.stages, self.horizon = [], 0
+                r.stages, self.left = [], 0
                 self._stages(explicit)
             if self.dirty:
                 self.measure()
@@ -570,6 +571,7 @@ class Compactor:
         report.ran = bool(cleared)
         detail = f"cleared {len(cleared)} tool output(s) the agent had read, about {report.freed:,} tokens"
         report.detail = _with_left(detail if cleared else "", len(p.items) - len(cleared), "read tool output(s)")
+        self.left += len(p.items) - len(cleared)
 
     def _cache(self) -> plan.CacheCost | None:
         warm = self.meter.warm
@@ -588,6 +590,7 @@ class Compactor:
         report = StageReport("clamp")
         self.result.stages.append(report)
         steps = plan.plan_clamp(self.view.items, self.tokens, s)
+        left = sum(1 for c in steps if c.index < self.horizon)
         for c in steps:
             if c.index >= self.horizon:
                 self.cut(c.index, c.head, c.tail, report, reason=c.reason)
@@ -595,9 +598,10 @@ class Compactor:
             report.ran = True
             report.detail = (f"kept the beginning and end of {len(report.items)} long tool output(s), "
                              f"about {report.freed:,} tokens freed")
-        elif not steps:
+        elif not left:
             report.detail = f"nothing over {s.max_tool_output_chars:,} characters or its step's share"
-        report.detail = _with_left(report.detail, len(steps) - len(report.items), "long tool output(s)")
+        report.detail = _with_left(report.detail, left, "long tool output(s)")
+        self.left += left
 
     # --- 3. summarize -----------------------------------------------------------------------
     def summarize_or_truncate(self, s: plan.Settings) -> None:
