@@ -499,8 +499,9 @@ class Compactor:
         items, tokens = self.view.items, self.tokens
         keep = plan.earliest_keep(items, s)
         hint = self.prepared.keep_from_line if self.prepared is not None else None
-        if hint is not None:  # a prepared summary may keep from another prompt
-            keep = min([i for i, it in enumerate(items) if it.prompt and it.record.lineno == hint] + [keep or 0])
+        if keep is not None and hint is not None:  # a prepared summary keeps from its own prompt
+            at = next((i for i, it in enumerate(items) if it.prompt and it.record.lineno == hint), None)
+            keep = keep if at is None else min(keep, at)
         if not keep:
             return 0
         o = self.options
