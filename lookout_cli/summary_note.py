@@ -507,7 +507,10 @@ def render(d: Digest, budget: int | None = None, count: Callable[[str], int] | N
     # with exact counts of a note near the budget, so what is tokenized stays about the
     # budget's size rather than the session's.
     per_char = about / len(text)
-    cut = _trim(d, {}, lambda note: len(note) * per_char <= 0.9 * budget)
+    for _ in range(2):  # the note's mix changes as it is cut: once more with the cut note's ratio
+        cut = _trim(d, {}, lambda note: len(note) * per_char <= 0.9 * budget)
+        note = _render(d, cut)
+        per_char = estimate(note) / len(note)
     return _render(d, _trim(d, cut, lambda note: count(note) <= budget))
 
 
