@@ -114,6 +114,20 @@ def test_render_fits_a_budget_and_says_what_it_left_out():
     assert f"<user-message>\n{d.user_messages[-1]}\n</user-message>" in small  # the newest message stays
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_long_note_is_cut_where_estimating_every_render_cuts_it(fmt):
+    """The cut is searched with tokens per character (estimating each of dozens of renders of
+    a note that starts at megabytes took a tenth of compacting 100 MB): the note must be the
+    one the estimate of every render finds."""
+    from lookout_cli.tokens import estimate
+
+    d = sn.digest(parse(session(fmt, turns=150, output_chars=300)).view().items)
+    for budget in (1_500, 5_000):
+        cut = sn._trim(d, {}, lambda note: estimate(note) <= 0.9 * budget)
+        expected = sn._render(d, sn._trim(d, cut, lambda note: count(note) <= budget))
+        assert sn.render(d, budget=budget, count=count) == expected
+
+
 def test_fact_check_reports_what_a_note_lost():
     items = head_items("anthropic", turns=4, output_chars=300)
     d = sn.digest(items)
