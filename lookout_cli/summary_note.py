@@ -528,11 +528,27 @@ def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool]) -> dict[s
             floor = 1 if name in ("user_messages", "errors", "files_changed") else 0
             if kept <= floor:
                 break
-            cut[name] = cut.get(name, 0) + max(1, (kept - floor + 1) // 2)
+            short = cut.get(name, 0)  # a cut that does not fit
+            cut[name] = short + max(1, (kept - floor + 1) // 2)
             fit = fits(_render(d, cut))
+            if fit:  # halving may have cut up to twice what was needed: take back what fits
+                cut[name] = _least_cut(d, cut, name, short, fits)
         if fit:
             break
     return cut
+
+
+def _least_cut(d: Digest, cut: dict[str, int], name: str, short: int, fits: Callable[[str], bool]) -> int:
+    """The fewest entries of list ``name`` to leave out, between ``short`` (too few) and
+    ``cut[name]`` (enough), with the other lists cut as ``cut`` says (binary search)."""
+    enough = cut[name]
+    while enough - short > 1:
+        middle = (short + enough) // 2
+        if fits(_render(d, {**cut, name: middle})):
+            enough = middle
+        else:
+            short = middle
+    return enough
 
 
 def _list(d: Digest, name: str) -> list:
