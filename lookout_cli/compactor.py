@@ -305,7 +305,7 @@ class Compactor:
         self.dirty = False  # changed since the last measurement
         self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (a dry run's)
         self.horizon = 0  # items before this index go into the summary as they are (_summary_horizon)
-        self.left = 0  # items prune and clamp left to the summary for that reason
+        self.left_to_summary = 0  # items prune and clamp left to the summary for that reason
 
     # --- measuring --------------------------------------------------------------------------
     @property
@@ -408,12 +408,13 @@ class Compactor:
         try:
             self.horizon = self._summary_horizon(self.settings())
             self._stages(explicit)
-            if self.left and not any(st.ran for st in r.stages if st.stage in ("summarize", "truncate")):
+            written = any(st.ran for st in r.stages if st.stage in ("summarize", "truncate"))
+            if self.left_to_summary and not written:
                 # what was left to a summary that was not written after all: the run again, in full
                 snapshot.restore(t)
                 self.restructured()
                 self.measure()
-                r.stages, self.left = [], 0
+                r.stages, self.left_to_summary = [], 0
                 self._stages(explicit)
             if self.dirty:
                 self.measure()
@@ -572,7 +573,7 @@ class Compactor:
         report.ran = bool(cleared)
         detail = f"cleared {len(cleared)} tool output(s) the agent had read, about {report.freed:,} tokens"
         report.detail = _with_left(detail if cleared else "", len(p.items) - len(cleared), "read tool output(s)")
-        self.left += len(p.items) - len(cleared)
+        self.left_to_summary += len(p.items) - len(cleared)
 
     def _cache(self) -> plan.CacheCost | None:
         warm = self.meter.warm
@@ -602,7 +603,7 @@ class Compactor:
         elif not left:
             report.detail = f"nothing over {s.max_tool_output_chars:,} characters or its step's share"
         report.detail = _with_left(report.detail, left, "long tool output(s)")
-        self.left += left
+        self.left_to_summary += left
 
     # --- 3. summarize -----------------------------------------------------------------------
     def summarize_or_truncate(self, s: plan.Settings) -> None:
