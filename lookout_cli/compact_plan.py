@@ -260,11 +260,7 @@ def plan_split(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Spl
             break
         keep = p
         taken += 1
-    unread = unread_results(items)
-    if unread and unread[0] < keep:  # never summarize output the agent has not read
-        earlier = [p for p in starts if p <= unread[0]]
-        keep = earlier[-1] if earlier else starts[0]
-    return split_at(items, tokens, keep)
+    return split_at(items, tokens, before_unread(items, starts, keep))
 
 
 def earliest_keep(items: Sequence[Item], s: Settings) -> int | None:
@@ -273,11 +269,16 @@ def earliest_keep(items: Sequence[Item], s: Settings) -> int | None:
     starts = prompts(items)
     if not starts:
         return None
-    keep = starts[-min(len(starts), max(1, s.tail_turns))]
+    return before_unread(items, starts, starts[-min(len(starts), max(1, s.tail_turns))])
+
+
+def before_unread(items: Sequence[Item], starts: Sequence[int], keep: int) -> int:
+    """The prompt at ``keep`` (one of ``starts``), or the one before the first output the agent
+    has not read when that comes earlier: unread output is never summarized or dropped."""
     unread = unread_results(items)
     if unread and unread[0] < keep:
         earlier = [p for p in starts if p <= unread[0]]
-        keep = earlier[-1] if earlier else starts[0]
+        return earlier[-1] if earlier else starts[0]
     return keep
 
 
@@ -371,11 +372,7 @@ def plan_truncate(items: Sequence[Item], tokens: Sequence[int], goal: int, fixed
     if not starts:
         return TruncatePlan(None, reason="there is no user turn to keep")
     setup = sum(t for item, t in zip(items, tokens) if item.kind == SETUP)
-    unread = unread_results(items)
-    latest = starts[-1]
-    if unread and unread[0] < latest:
-        earlier = [p for p in starts if p <= unread[0]]
-        latest = earlier[-1] if earlier else starts[0]
+    latest = before_unread(items, starts, starts[-1])
     keep = latest
     for p in reversed([p for p in starts if p < latest]):
         if fixed + setup + sum(tokens[p:]) > goal:

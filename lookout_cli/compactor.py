@@ -572,8 +572,9 @@ class Compactor:
             self.clear(i, _pruned(self.view.items[i]), report)
         report.ran = bool(cleared)
         detail = f"cleared {len(cleared)} tool output(s) the agent had read, about {report.freed:,} tokens"
-        report.detail = _with_left(detail if cleared else "", len(p.items) - len(cleared), "read tool output(s)")
-        self.left_to_summary += len(p.items) - len(cleared)
+        left = len(p.items) - len(cleared)
+        report.detail = _with_left(detail if cleared else "", left, "read tool output(s)")
+        self.left_to_summary += left
 
     def _cache(self) -> plan.CacheCost | None:
         warm = self.meter.warm

@@ -6,6 +6,7 @@ run changes nothing, and ``--dry-run`` writes nothing."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +15,9 @@ from conftest import SHARED_TRANSCRIPTS, real_transcripts, run_lookout
 from lookout_cli import compactor, prepared as prepared_store
 from lookout_cli.cli import cli
 from lookout_cli.saved import SavedStore
-from test_compact_fixtures import ERROR_LINE, FIRST_PROMPT, FORMATS, dump, parse, session
+from test_compact_fixtures import (
+    ERROR_LINE, FIRST_PROMPT, FORMATS, WORDS, WRITERS, Call, Step, Turn, dump, output_text, parse, session,
+)
 
 STAGES = ("prune", "clamp", "summarize", "shorten", "truncate")
 CLAUDE_REAL = SHARED_TRANSCRIPTS / "claude-code" / "ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
@@ -389,9 +392,6 @@ def test_output_the_summary_replaces_is_not_cleared_first(fmt, tmp_path, monkeyp
 def test_output_left_for_a_summary_is_cleared_when_none_is_written(fmt, tmp_path, monkeypatch):
     """The older turns turn out to hold less than a note would take, so no summary is written:
     the stages run again and prune what they had left to it."""
-    from test_compact_fixtures import WORDS, WRITERS, Call, Step, Turn, output_text
-    import random
-
     monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / "saved"))
     rng = random.Random(3)
     read = Call("call_1", "read", "src/config.py", None, output_text(rng, 700, "src/config.py"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lookout_cli import summary_note as sn
-from lookout_cli.tokens import count
+from lookout_cli.tokens import count, estimate
 from test_compact_fixtures import ERROR_LINE, FIRST_PROMPT, FORMATS, parse, script, session, WRITERS
 
 
@@ -122,8 +122,6 @@ def test_a_long_note_is_cut_as_little_as_fits(fmt):
     the Codex note to 3,000 tokens down to 1,374, where the estimate kept 2,410). And it uses
     its budget: a list is cut by halves, then as little as fits (halving alone left about half
     of the budget unused)."""
-    from lookout_cli.tokens import estimate
-
     d = sn.digest(parse(session(fmt, turns=300, output_chars=300)).view().items)
     for budget in (1_500, 3_000, 6_000):
         cut = sn._trim(d, {}, lambda note: estimate(note) <= 0.9 * budget)
