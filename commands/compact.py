@@ -42,14 +42,17 @@ longer-than-the-original summary is refused: the transcript passes through uncha
 compact exits 2 (or drops the oldest turns with --on-failure truncate).
 
 \b
-Reads the whole transcript (the split needs every turn). Cleared output, removed lines and
-the full pre-summary conversation are saved first; placeholders name the files, and
-`lookout restore` puts cleared output back. A second run with the same settings changes
-nothing. Config keys: compaction.auto, compaction.threshold_percent, compaction.prune,
-compaction.tail_turns, compaction.preserve_recent_tokens, compaction.reserved,
-compaction.model, compaction.summarizer, compaction.base_url, compaction.api_key_env,
-compaction.timeout, compaction.on_failure, compaction.summary_tokens (20,000),
-compaction.prune_protect_tokens (40,000), compaction.prune_minimum_tokens (20,000),
+Reads the whole transcript (the split needs every turn). When the turns a summary replaces
+hold over 4 M characters, they are not tokenized: their tokens are estimated from 2 M
+characters sampled evenly across them (within about 1%; the figures then say "about");
+--tokenize-all counts them all. Cleared output, removed lines and the full pre-summary
+conversation are saved first; placeholders name the files, and `lookout restore` puts
+cleared output back. A second run with the same settings changes nothing. Config keys:
+compaction.auto, compaction.threshold_percent, compaction.prune, compaction.tail_turns,
+compaction.preserve_recent_tokens, compaction.reserved, compaction.model,
+compaction.summarizer, compaction.base_url, compaction.api_key_env, compaction.timeout,
+compaction.on_failure, compaction.summary_tokens (20,000), compaction.prune_protect_tokens
+(40,000), compaction.prune_minimum_tokens (20,000), compaction.tokenize_all,
 compaction.jobs (1), max_tool_output_chars.
 
 \b
@@ -90,6 +93,9 @@ error, including a refused summary or a result that would leave a call without i
               help="Clamp a tool output longer than this, 0 for no limit [default: 50000; config: max_tool_output_chars].")
 @click.option("--prune/--no-prune", "prune", default=None, help="Clear old tool output [config: compaction.prune].")
 @click.option("--estimate", is_flag=True, help="Count with the fast estimate instead of the tokenizer.")
+@click.option("--tokenize-all", is_flag=True, default=None,
+              help="Tokenize all the turns the summary replaces (past 4 M characters, their tokens are otherwise "
+              "estimated from a sample of them) [config: compaction.tokenize_all].")
 @click.option("--now", "now_text", metavar="ISO", help="The time to judge the cache's warmth against (default: now).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
               help="Count in N processes (pays on a first run over a large transcript) [config: compaction.jobs; "
@@ -97,7 +103,7 @@ error, including a refused summary or a result that would leave a call without i
 @filter_options(side_effects=True)
 def compact(run: Run, force, budget, model_name, stages, instructions, summarizer, summary_model, summary_url,
             summary_key_env, summary_timeout, summary_file, on_failure, threshold_percent, reserved, tail_turns,
-            preserve_recent_tokens, max_tool_output_chars, prune, estimate, now_text, jobs) -> None:
+            preserve_recent_tokens, max_tool_output_chars, prune, estimate, tokenize_all, now_text, jobs) -> None:
     """Make room in the context: prune, clamp, summarize, shorten, and truncate as a last resort.
 
     Runs only when compaction is due (the budget's threshold_percent, or the room left falls to
@@ -118,8 +124,8 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
                                on_failure=on_failure, model_name=model_name, budget=budget,
                                threshold_percent=threshold_percent, reserved=reserved, prune=prune,
                                tail_turns=tail_turns, preserve_recent_tokens=preserve_recent_tokens,
-                               max_tool_output_chars=max_tool_output_chars, estimate=estimate, now=now,
-                               jobs=jobs)
+                               max_tool_output_chars=max_tool_output_chars, estimate=estimate,
+                               tokenize_all=tokenize_all, now=now, jobs=jobs)
     if options.on_failure not in ("stop", "truncate"):
         raise LookoutError(f"compaction.on_failure: {options.on_failure!r} is not stop or truncate")
     try:
@@ -184,7 +190,7 @@ def _tell(run: Run, result) -> None:
 def options_from_run(run: Run, *, force: bool = False, stages=None, instructions=None, on_failure=None,
                      model_name=None, budget=None, threshold_percent=None, reserved=None, prune=None,
                      tail_turns=None, preserve_recent_tokens=None, max_tool_output_chars=None,
-                     estimate: bool = False, now=None, jobs=None):
+                     estimate: bool = False, tokenize_all=None, now=None, jobs=None):
     """The compaction options from flags (None: not given), the config file and the defaults.
     prepare-idle builds its options here too, so both commands read the same keys."""
     from lookout_cli import compactor
@@ -215,6 +221,7 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
         protect_tokens=run.number("compaction.prune_protect_tokens", None, 40_000, int),
         prune_minimum=run.number("compaction.prune_minimum_tokens", None, 20_000, int),
         estimate=estimate,
+        tokenize_all=run.flag("compaction.tokenize_all", tokenize_all, False),
         jobs=run.number("compaction.jobs", jobs, 1, int, minimum=1),
         now=now,
         models_config=run.setting("models", None, None),

@@ -263,13 +263,13 @@ def plan_split(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Spl
     return split_at(items, tokens, before_unread(items, starts, keep))
 
 
-def earliest_keep(items: Sequence[Item], s: Settings) -> int | None:
+def earliest_keep(items: Sequence[Item], tail_turns: int) -> int | None:
     """The earliest prompt ``plan_split`` can keep from, whatever the tokens: everything before
     its message is summarized whenever a summary is written."""
     starts = prompts(items)
     if not starts:
         return None
-    return before_unread(items, starts, starts[-min(len(starts), max(1, s.tail_turns))])
+    return before_unread(items, starts, starts[-min(len(starts), max(1, tail_turns))])
 
 
 def before_unread(items: Sequence[Item], starts: Sequence[int], keep: int) -> int:

@@ -31,15 +31,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli import compact_plan as plan
-from lookout_cli import summarizers, summary_note
+from lookout_cli import head_sample, summarizers, summary_note
 from lookout_cli.clearing import clamp_item, clear_cost, clear_item
 from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript
 from lookout_cli.jsonl import Record
 from lookout_cli.saved import MARKER, SavedStore
-from lookout_cli.view import TOOL_RESULT, Item, View
+from lookout_cli.view import IMAGE, SETUP, TOOL_RESULT, Item, View
 
 NO_PROGRESS_RATIO = 0.8
+PRICED_MARGIN = 2  # an automatic run whose head is priced must be this far over the goal (head_sample)
 ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
 SAVED_PATH_RE = re.compile(r"It is saved in (.+?\.(?:txt|jsonl|bin))(?=[;.\]])")
 
@@ -65,6 +66,7 @@ class Options:
     protect_tokens: int = 40_000
     prune_minimum: int = 20_000
     estimate: bool = False  # count with the fast estimate instead of the tokenizer
+    tokenize_all: bool = False  # count what a summary replaces too, however long (else head_sample)
     jobs: int = 1  # processes that count what the block cache does not know
     now: dt.datetime | None = None
     models_config: dict | None = None
@@ -118,6 +120,8 @@ class CompactResult:
     failure: str | None = None  # a summary that was refused, and why
     counted: int = 0  # distinct texts tokenized
     reused: int = 0  # counts served from memory
+    priced: int = 0  # items the summary replaced, priced by a sample rather than counted (head_sample)
+    before_sampled: bool = False  # ``before`` holds those prices (no provider count stands for them)
 
     @property
     def ratio(self) -> float | None:
@@ -132,7 +136,8 @@ class CompactResult:
             "model": self.model,
             "model_known": self.model_known,
             "tokens": {"before": self.before, "after": self.after, "basis": self.basis, "budget": self.budget,
-                       "due_at": self.due_at, "summary_point": self.summary_point, "goal": self.fit_at},
+                       "due_at": self.due_at, "summary_point": self.summary_point, "goal": self.fit_at,
+                       "before_sampled": self.before_sampled},
             "ratio": round(self.ratio, 4) if self.ratio is not None else None,
             "no_progress": self.no_progress,
             "still_over": self.still_over,
@@ -144,7 +149,7 @@ class CompactResult:
                 "missing": self.missing.as_dict() if self.missing else {},
             },
             "failure": self.failure,
-            "tokenized": {"distinct_texts": self.counted, "reused": self.reused},
+            "tokenized": {"distinct_texts": self.counted, "reused": self.reused, "sampled_items": self.priced},
         }
 
 
@@ -167,6 +172,7 @@ class Gauge:
         self.provider = meter.image_provider(self.model, view.format)
         self.store = store
         self.originals = originals if originals is not None else {}
+        self.rate: float | None = None  # tokens per character of the texts priced by a sample
 
     def measure(self, view: View, tokens: list[int] | None = None):
         """The meter of ``view``, whose items' tokens are ``tokens`` when known."""
@@ -188,7 +194,7 @@ class Gauge:
         extra = 0
         for item, t in zip(view.items[: response.start], tokens):
             if item.kind == TOOL_RESULT and MARKER in item.text:
-                extra += max(0, self.original_tokens(item) - t)
+                extra += max(0, self.original_tokens(item, t) - t)
         if not extra:
             return
         ratio = self.meter.calibration_ratio(m.last.prompt, m.last.estimate + extra)
@@ -196,19 +202,33 @@ class Gauge:
         m.calibration = ratio
         m.used = self.meter.context_used(view, tokens, setup, _inferred(m), ratio)
 
-    def original_tokens(self, item: Item) -> int:
+    def original_tokens(self, item: Item, tokens: int) -> int:
+        """The tokens of a cleared item's original (``tokens``, its own, when it names none)."""
         match = ABOUT_TOKENS_RE.search(item.text)
         if match:
             return int(match.group(1).replace(",", ""))
         text = saved_text(self.store, item, self.originals) if self.store is not None else item.text
-        return self.counter.count(text)
+        return tokens if text is item.text else self.counter.count(text)
 
-    def tokens(self, view: View) -> list[int]:
+    def tokens(self, view: View, priced_before: int = 0) -> list[int]:
+        """The tokens of ``view``'s items; those of the first ``priced_before`` (but the setup)
+        priced at the tokens per character of a sample of them (``head_sample``)."""
         later = getattr(self.counter, "count_later", None)
         if self.jobs > 1 and later is not None:  # the texts no cache knows, counted in processes first
-            later([i.text for i in self.meter.uncounted(view)], jobs=self.jobs)()
+            later([i.text for i in self.meter.uncounted(view, priced_before)], jobs=self.jobs)()
             self.jobs = 1  # (not hashed and looked up once more for every later view)
-        return self.meter.item_tokens(view, self.counter, self.provider)
+        if not priced_before:
+            return self.meter.item_tokens(view, self.counter, self.provider)
+        if self.rate is None:  # the same texts for the whole run: sampled once
+            from lookout_cli.tokens import count
+
+            texts = [i.text for i in view.items[:priced_before]
+                     if i.tokens is None and i.kind not in (IMAGE, SETUP)]
+            encoding = self.counter.encoding
+            self.rate = head_sample.per_char(texts, lambda text: count(text, encoding))
+        rate = self.rate
+        return self.meter.item_tokens(view, self.counter, self.provider, priced_before,
+                                      lambda text: head_sample.priced(text, rate))
 
 
 def _scale(m) -> float:
@@ -306,6 +326,7 @@ class Compactor:
         self.originals: dict[str, str] = {}  # sha256 of cleared content -> the text (a dry run's)
         self.horizon = 0  # items before this index go into the summary as they are (_summary_horizon)
         self.left_to_summary = 0  # items prune and clamp left to the summary for that reason
+        self.priced_before = 0  # items before this index (but the setup) are priced, not counted (_head_to_price)
 
     # --- measuring --------------------------------------------------------------------------
     @property
@@ -318,7 +339,7 @@ class Compactor:
     @property
     def tokens(self) -> list[int]:
         if self._tokens is None:
-            self._tokens = self.gauge.tokens(self.view)
+            self._tokens = self.gauge.tokens(self.view, self.priced_before)
         return self._tokens
 
     def restructured(self) -> None:
@@ -326,7 +347,7 @@ class Compactor:
         self._view = None
         self._tokens = None
         self.dirty = True
-        self.horizon = 0  # it named items of the view before
+        self.horizon = self.priced_before = 0  # they named items of the view before
 
     def measure(self):
         records = self.transcript.records
@@ -336,7 +357,7 @@ class Compactor:
             self.transcript.invalidate()
         view = self.transcript.view()
         if view is not self._view or self._tokens is None:  # else its tokens were patched as it was
-            self._view, self._tokens = view, self.gauge.tokens(view)
+            self._view, self._tokens = view, self.gauge.tokens(view, self.priced_before)
         self._meter = self.gauge.measure(view, self._tokens)
         self.dirty = False
         return self._meter
@@ -386,14 +407,22 @@ class Compactor:
             r.reason = "the transcript's format is unknown: nothing to compact"
             return r
         self.gauge = Gauge(o, t.view(), self.store, self.originals)
+        explicit = o.force or o.stages is not None
+        self.priced_before = self._head_to_price()
         m = self.measure()
+        if self.priced_before and not explicit and (
+                self._not_due(m) or not self._summary_certain(self.settings(), margin=PRICED_MARGIN)):
+            self.priced_before, self._tokens = 0, None  # the figures decide whether to compact: count them
+            m = self.measure()
         r.model, r.model_known = self.gauge.model, bool(getattr(self.gauge.model_info, "known", True))
         r.before = r.after = m.used.tokens
         r.basis = m.used.basis
         r.budget, r.due_at, r.summary_point = m.budget.budget, m.budget.due_at, m.budget.summary_point
         r.fit_at = self.settings().fit_at
         r.due = m.budget.due
-        explicit = o.force or o.stages is not None
+        priced = self.priced_before
+        r.priced = sum(1 for i in self.view.items[:priced] if i.tokens is None and i.kind not in (IMAGE, SETUP))
+        r.before_sampled = bool(priced) and m.used.provider is None
         if not explicit:
             why = self._not_due(m)
             if why:
@@ -409,11 +438,12 @@ class Compactor:
             self.horizon = self._summary_horizon(self.settings())
             self._stages(explicit)
             written = any(st.ran for st in r.stages if st.stage in ("summarize", "truncate"))
-            if self.left_to_summary and not written:
-                # what was left to a summary that was not written after all: the run again, in full
+            if (self.left_to_summary or priced) and not written:
+                # what was left to (or priced for) a summary not written after all: the run again, in full
                 snapshot.restore(t)
                 self.restructured()
-                self.measure()
+                m = self.measure()
+                r.before, r.basis, r.priced, r.before_sampled = m.used.tokens, m.used.basis, 0, False
                 r.stages, self.left_to_summary = [], 0
                 self._stages(explicit)
             if self.dirty:
@@ -488,6 +518,47 @@ class Compactor:
             elif stage == "truncate":
                 self.truncate(settings, "asked for")
 
+    def _summarized_before(self) -> int:
+        """The index before which every item goes into a summary written this run: the message
+        of the earliest prompt the split can keep from (a prepared summary's, when earlier);
+        0 when there is none."""
+        items = self.view.items
+        keep = plan.earliest_keep(items, self.options.tail_turns)
+        hint = self.prepared.keep_from_line if self.prepared is not None else None
+        if keep is not None and hint is not None:  # a prepared summary keeps from its own prompt
+            at = next((i for i, it in enumerate(items) if it.prompt and it.record.lineno == hint), None)
+            keep = keep if at is None else min(keep, at)
+        return plan.message_start(items, keep) if keep else 0
+
+    def _head_to_price(self) -> int:
+        """The index before which items are priced by a sample rather than counted
+        (``head_sample``): what a summary this run writes replaces, when its text runs past
+        ``head_sample.ABOVE_CHARS`` (0: everything is counted). ``run`` counts them after all
+        when an automatic run's figures leave the summary in doubt."""
+        o = self.options
+        if o.tokenize_all or o.estimate or "summarize" not in (o.stages or plan.DEFAULT_STAGES):
+            return 0
+        if not (o.force or o.stages is not None or o.auto) or not self.transcript.adapter.can_write:
+            return 0
+        start = self._summarized_before()
+        chars = sum(len(i.text) for i in self.view.items[:start] if i.kind not in (IMAGE, SETUP))
+        return start if chars > head_sample.ABOVE_CHARS else 0
+
+    def _summary_certain(self, s: plan.Settings, margin: float = 1.0) -> bool:
+        """Whether this run writes a summary: asked for, or automatic with the context still over
+        ``margin`` times the goal even if prune and clamp freed every token they could touch."""
+        o = self.options
+        if o.stages is not None or o.force:
+            return True
+        items, tokens = self.view.items, self.tokens
+        freeable = set(plan.plan_prune(items, tokens, s, lambda _i: 0).candidates)
+        freeable.update(c.index for c in plan.plan_clamp(items, tokens, s))
+        free_all = sum(tokens[i] for i in freeable)  # at most: placeholders cost something
+        m, scale = self.meter, self.scale
+        conversation = self.gauge.meter.conversation_sum(self.view, tokens, 0, len(items))
+        lowest = min(m.used.tokens - max(scale, 1) * free_all, min(scale, 1) * (conversation - free_all))
+        return lowest >= margin * s.fit_at
+
     def _summary_horizon(self, s: plan.Settings) -> int:
         """The index before which every item is certain to go into the summary this run writes
         (0 when a summary is not certain). Pruning or clamping those items first would only save
@@ -497,25 +568,10 @@ class Compactor:
         stages = self.options.stages or plan.DEFAULT_STAGES
         if "summarize" not in stages or not {"prune", "clamp"} & set(stages):
             return 0
-        items, tokens = self.view.items, self.tokens
-        keep = plan.earliest_keep(items, s)
-        hint = self.prepared.keep_from_line if self.prepared is not None else None
-        if keep is not None and hint is not None:  # a prepared summary keeps from its own prompt
-            at = next((i for i, it in enumerate(items) if it.prompt and it.record.lineno == hint), None)
-            keep = keep if at is None else min(keep, at)
-        if not keep:
-            return 0
-        o = self.options
-        if o.stages is None and not o.force:  # automatic: summarized only if still over the goal then
-            freeable = set(plan.plan_prune(items, tokens, s, lambda _i: 0).candidates)
-            freeable.update(c.index for c in plan.plan_clamp(items, tokens, s))
-            free_all = sum(tokens[i] for i in freeable)  # at most: placeholders cost something
-            m, scale = self.meter, self.scale
-            conversation = self.gauge.meter.conversation_sum(self.view, tokens, 0, len(items))
-            lowest = min(m.used.tokens - max(scale, 1) * free_all, min(scale, 1) * (conversation - free_all))
-            if lowest < s.fit_at:
-                return 0
-        return plan.message_start(items, keep)
+        if self.priced_before:  # certain already (``run``)
+            return self.priced_before
+        start = self._summarized_before()
+        return start if start and self._summary_certain(s) else 0
 
     def clear(self, index: int, what: str, report: StageReport, **extra) -> None:
         """Save item ``index`` and leave a placeholder (``clearing.clear_item``)."""
@@ -691,7 +747,8 @@ class Compactor:
                          "kept_tokens": split.tail_tokens, "kept_from_line": items[split.keep_from].record.lineno,
                          "updated_earlier_summary": bool(previous)}]
         report.saved.append(str(original.path))
-        report.detail += (f"{turns} earlier turn(s), {split.head_tokens:,} tokens → a {note_tokens:,}-token note "
+        about = "about " if self.priced_before else ""  # priced by a sample (head_sample)
+        report.detail += (f"{turns} earlier turn(s), {about}{split.head_tokens:,} tokens → a {note_tokens:,}-token note "
                           f"({summarizer.describe()}); kept the last {split.tail_turns} turn(s) word for word "
                           f"({split.tail_tokens:,} tokens)")
         self.restructured()
@@ -851,7 +908,8 @@ def summary_of(result: CompactResult) -> str:
     if not result.changed:
         return f"compact: {result.reason}"
     pct = f" ({100 * result.after / result.budget:.0f}% of {result.budget:,})" if result.budget else ""
-    return f"compact: {result.before:,} → {result.after:,} tokens{pct}"
+    about = "about " if result.before_sampled else ""
+    return f"compact: {about}{result.before:,} → {result.after:,} tokens{pct}"
 
 
 def plan_lines(result: CompactResult, dry_run: bool = False, limit: int = 8) -> list[str]:

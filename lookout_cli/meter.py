@@ -102,21 +102,28 @@ def image_item_tokens(item: Item, provider: str) -> int:
     return int(image_tokens(provider, dims[0], dims[1]))
 
 
-def uncounted(view: View) -> list[Item]:
-    """The items ``item_tokens`` counts with its counter: texts not counted as the view was built."""
-    return [item for item in view.items if item.tokens is None and item.kind != IMAGE]
+def uncounted(view: View, priced_before: int = 0) -> list[Item]:
+    """The items ``item_tokens`` counts with its counter: texts not counted as the view was built
+    (nor priced, ``item_tokens``)."""
+    return [item for index, item in enumerate(view.items)
+            if item.tokens is None and item.kind != IMAGE and (index >= priced_before or item.kind == SETUP)]
 
 
-def item_tokens(view: View, counter, provider: str | None = None) -> list[int]:
+def item_tokens(view: View, counter, provider: str | None = None, priced_before: int = 0,
+                price: Callable[[str], int] | None = None) -> list[int]:
     """Tokens of every item of ``view`` (in order). Texts are counted with ``counter`` (a
-    ``TokenCounter``, which counts each distinct text once); images by the provider's formula."""
+    ``TokenCounter``, which counts each distinct text once); images by the provider's formula;
+    the texts of the first ``priced_before`` items but the setup by ``price`` (``compact``'s
+    estimate of the turns its summary replaces, ``head_sample``)."""
     provider = provider or image_provider(view.model, view.format)
     out = []
-    for item in view.items:
+    for index, item in enumerate(view.items):
         if item.kind == IMAGE:
             out.append(image_item_tokens(item, provider))
         elif item.tokens is not None:
             out.append(item.tokens)  # counted as the view was built (item_counts)
+        elif index < priced_before and item.kind != SETUP:
+            out.append(price(item.text))
         else:
             out.append(counter.count(item.text))
     return out
