@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-ABOVE_CHARS = 4_000_000  # about a million tokens: tokenizing them takes a quarter of a second
+ABOVE_CHARS = 4_000_000  # about a million tokens: tokenizing them takes half a second here
 POINTS = 512
 WINDOW = 4_096  # 512 of them: 2 M characters counted, at most
 

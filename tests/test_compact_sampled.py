@@ -112,9 +112,13 @@ def test_compact_prices_the_summarized_turns_and_gives_the_same_result(fmt, big,
 
 
 def test_an_automatic_run_not_due_counts_everything(big, tmp_path):
-    """A budget the session fits: not due, and the figure is the tokenizer's, not a sample's."""
+    """A budget the session fits: not due, and the figure is the tokenizer's, not a sample's;
+    asked to compact all the same (--force), the summary is certain and its turns are priced."""
     _, report, err, _ = _compact(big["openai"], tmp_path, "--max-tokens", "5M")
     assert not report["changed"] and "not due" in report["reason"]
     assert report["tokenized"]["sampled_items"] == 0 and not report["tokens"]["before_sampled"]
     _, full, _, _ = _compact(big["openai"], tmp_path, "--max-tokens", "5M", "--tokenize-all")
     assert report["tokens"]["before"] == full["tokens"]["before"]
+    _, forced, _, _ = _compact(big["openai"], tmp_path, "--max-tokens", "5M", "--force")
+    assert forced["changed"] and forced["tokenized"]["sampled_items"] > 500
+    assert abs(forced["tokens"]["before"] / full["tokens"]["before"] - 1) < 0.01
