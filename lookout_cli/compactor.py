@@ -173,6 +173,7 @@ class Gauge:
         self.store = store
         self.originals = originals if originals is not None else {}
         self.rate: float | None = None  # tokens per character of the texts priced by a sample
+        self.priced = 0  # how many texts that is
 
     def measure(self, view: View, tokens: list[int] | None = None):
         """The meter of ``view``, whose items' tokens are ``tokens`` when known."""
@@ -226,6 +227,7 @@ class Gauge:
                      if i.tokens is None and i.kind not in (IMAGE, SETUP)]
             encoding = self.counter.encoding
             self.rate = head_sample.per_char(texts, lambda text: count(text, encoding))
+            self.priced = len(texts)
         rate = self.rate
         return self.meter.item_tokens(view, self.counter, self.provider, priced_before,
                                       lambda text: head_sample.priced(text, rate))
@@ -421,7 +423,7 @@ class Compactor:
         r.fit_at = self.settings().fit_at
         r.due = m.budget.due
         priced = self.priced_before
-        r.priced = sum(1 for i in self.view.items[:priced] if i.tokens is None and i.kind not in (IMAGE, SETUP))
+        r.priced = self.gauge.priced if priced else 0
         r.before_sampled = bool(priced) and m.used.provider is None
         if not explicit:
             why = self._not_due(m)
