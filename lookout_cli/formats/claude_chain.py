@@ -253,16 +253,23 @@ def tool_calls(obj: dict) -> list[tuple[str, str]]:
             and isinstance(b.get("id"), str) and isinstance(b.get("name"), str)]
 
 
-def usage_of(obj: dict) -> tuple[Any, dict | Fields] | None:
-    """(model, usage) of a line's message when it records a usage object, else None."""
-    if type(obj) is Node:
+def usage_of(obj: dict) -> tuple[Any, Any, Any, Any, Any, Any] | None:
+    """(model, input, cache write, cache read, output, 1-hour cache write) as a line's message
+    records them in its usage object (unchecked), else None."""
+    if type(obj) is Node:  # read by position: this runs for every response of the chain
         message = _message(obj)
         if message is None or message[2] is None:
             return None
-        return message[1], NodeUsage(message[2])
+        uncached, write, read, output, creation = message[2]
+        return message[1], uncached, write, read, output, creation[0] if creation else None
     message = obj.get("message")
     usage = message.get("usage") if is_map(message) else None
-    return (message.get("model"), usage) if is_map(usage) else None
+    if not is_map(usage):
+        return None
+    creation = usage.get("cache_creation")
+    return (message.get("model"), usage.get("input_tokens"), usage.get("cache_creation_input_tokens"),
+            usage.get("cache_read_input_tokens"), usage.get("output_tokens"),
+            creation.get("ephemeral_1h_input_tokens") if is_map(creation) else None)
 
 
 def _message(node: Node) -> tuple | None:

@@ -523,7 +523,7 @@ def _tool_use_result_image(obj: dict) -> tuple | None:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if type(value) is int and value > 0 else 0  # not a bool
 
 
 def _usage(record, obj: dict) -> Usage | None:
@@ -532,21 +532,13 @@ def _usage(record, obj: dict) -> Usage | None:
     found = usage_of(obj)
     if found is None or found[0] == "<synthetic>":
         return None
-    model, usage = found
-    creation = usage.get("cache_creation") if is_map(usage.get("cache_creation")) else {}
-    result = Usage(
-        record=record,
-        input=_int(usage.get("input_tokens")),
-        cache_write=_int(usage.get("cache_creation_input_tokens")),
-        cache_read=_int(usage.get("cache_read_input_tokens")),
-        output=_int(usage.get("output_tokens")),
-        cache_write_1h=_int(creation.get("ephemeral_1h_input_tokens")),
-        model=model if isinstance(model, str) else None,
-        timestamp=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
-    )
-    if result.prompt + result.output == 0:  # placeholders and trimmed fixtures: no real usage
+    model, uncached, write, read, output, write_1h = found
+    uncached, write, read, output = _int(uncached), _int(write), _int(read), _int(output)
+    if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
         return None
-    return result
+    timestamp = obj.get("timestamp")
+    return Usage(record, uncached, write, read, output, _int(write_1h), model if type(model) is str else None,
+                 timestamp if type(timestamp) is str else None)
 
 
 def _compaction(record, obj: dict) -> Compaction:
