@@ -815,23 +815,24 @@ def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE,
     seen_before = runs[-2][0] if len(runs) >= 2 else 0  # items before this were read twice over
     if superseded is None:
         _, superseded = duplicate_reads(view, tokens)
-    found: dict[int, Reclaimable] = {}
+    found: list[tuple[int, int, int, str, str]] = []  # (tokens, line, index, kind, why)
     for n, item in enumerate(items):
-        if item.kind not in (TOOL_RESULT, IMAGE) or item.role == "assistant" or is_cleared(item):
+        if item.kind not in (TOOL_RESULT, IMAGE) or item.role == "assistant" or tokens[n] <= 0 \
+                or is_cleared(item):
             continue
-        call = calls.get(item.call_id or "")
-        tool = tool_name(item, calls) if item.kind == TOOL_RESULT or item.call_id else None
-        target = read_target(call) if call is not None else None
-        where = target[0] if target else _call_summary(call)
         if item.call_id in superseded and item.kind == TOOL_RESULT:
-            found[n] = Reclaimable("duplicate_read", tokens[n], item.record.lineno, tool, item.call_id, where,
-                                   "a later read of the same file and range supersedes it")
+            found.append((tokens[n], item.record.lineno, n, "duplicate_read",
+                          "a later read of the same file and range supersedes it"))
         elif n < seen_before:
-            kind = "image" if item.kind == IMAGE else "tool_result"
-            found[n] = Reclaimable(kind, tokens[n], item.record.lineno, tool, item.call_id, where,
-                                   "the agent has already read it (before its latest step)")
-    ranked = sorted((r for r in found.values() if r.tokens > 0), key=lambda r: (-r.tokens, r.line))
-    return ranked[:limit], sum(r.tokens for r in ranked)
+            found.append((tokens[n], item.record.lineno, n, "image" if item.kind == IMAGE else "tool_result",
+                          "the agent has already read it (before its latest step)"))
+    found.sort(key=lambda f: (-f[0], f[1]))
+    top = []
+    for count, line, n, kind, why in found[:limit]:  # what each is and where: only for those shown
+        item = items[n]
+        tool = tool_name(item, calls) if item.kind == TOOL_RESULT or item.call_id else None
+        top.append(Reclaimable(kind, count, line, tool, item.call_id, _call_target(item, calls), why))
+    return top, sum(f[0] for f in found)
 
 
 # --- everything together ------------------------------------------------------------------------
@@ -934,7 +935,7 @@ def build_parts(view: View, tokens: list[int], sources: list[SetupSource], count
     setup = {k: Part("setup", k, v) for k, v in SETUP_LABELS.items()}
     conversation = {k: Part("conversation", k, v) for k, v in CONVERSATION_LABELS.items()}
     by_tool: dict[str, Part] = {}
-    results: list[ToolResult] = []
+    results: list[tuple[int, int, int, str]] = []  # (tokens, line, index, tool) of each tool result
     for n, item in enumerate(view.items):
         key = setup_key(item)
         if key is not None:
@@ -949,10 +950,7 @@ def build_parts(view: View, tokens: list[int], sources: list[SetupSource], count
             child = by_tool.setdefault(name, Part("conversation", f"tool:{name}", name))
             child.tokens += tokens[n]
             child.items += 1
-            call = calls.get(item.call_id or "")
-            target = read_target(call) if call is not None else None
-            results.append(ToolResult(name, item.call_id, tokens[n], item.record.lineno,
-                                      target[0] if target else _call_summary(call)))
+            results.append((tokens[n], item.record.lineno, n, name))
     recorded = {k for k, p in setup.items() if p.items}
     for source in sources:
         if source.key in recorded:
@@ -981,8 +979,17 @@ def build_parts(view: View, tokens: list[int], sources: list[SetupSource], count
     tool_part = conversation["tool_results"]
     tool_part.children = sorted(by_tool.values(), key=lambda p: (-p.tokens, p.label))
     parts += list(conversation.values())
-    results.sort(key=lambda r: (-r.tokens, r.line))
-    return parts, inferred, results[:TOP_TOOL_RESULTS]
+    results.sort(key=lambda r: (-r[0], r[1]))
+    return parts, inferred, [ToolResult(name, view.items[n].call_id, count, line, _call_target(view.items[n], calls))
+                             for count, line, n, name in results[:TOP_TOOL_RESULTS]]
+
+
+def _call_target(item: Item, calls: dict[str, Item]) -> str | None:
+    """The path the call behind a result read, else what the call did (worked out only for the
+    results a report shows: a long session holds thousands)."""
+    call = calls.get(item.call_id or "")
+    target = read_target(call) if call is not None else None
+    return target[0] if target else _call_summary(call)
 
 
 def _call_summary(call: Item | None, width: int = 60) -> str | None:
