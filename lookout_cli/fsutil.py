@@ -162,6 +162,20 @@ def sealed_values(path: str | os.PathLike) -> Iterator[Any] | None:
     return None if payload is None else _values(payload)
 
 
+def kept_value(path: str | os.PathLike, build: Callable[[], Any], valid: Callable[[Any], bool]) -> Any:
+    """``build()``, kept in ``path`` (a cache file, ``sealed_writer``) and read back from there
+    while ``valid`` accepts what it holds: a missing, damaged or unwritable copy only costs the
+    time of building it again."""
+    with contextlib.suppress(ValueError, EOFError, TypeError):
+        value = next(sealed_values(path) or iter(()), None)
+        if value is not None and valid(value):
+            return value
+    value = build()
+    with contextlib.suppress(OSError), sealed_writer(path) as put:  # a torn copy fails its hash next time
+        put(value)
+    return value
+
+
 def _values(payload: memoryview) -> Iterator[Any]:
     import marshal
 

@@ -255,10 +255,21 @@ def _load_toml(text: str) -> _Catalog:
 
 @lru_cache(maxsize=1)
 def catalog() -> _Catalog:
-    """The shipped models.toml, parsed once per process."""
-    from lookout_cli import data as shipped
+    """The shipped models.toml, parsed once per process, and kept parsed in the cache folder
+    under its sha256 (reading and checking the TOML took 10-15 ms of every command's run)."""
+    import hashlib
+    import sys
 
-    return _load_toml(shipped.read_bytes("models.toml").decode("utf-8"))
+    from lookout_cli import data as shipped
+    from lookout_cli.fsutil import kept_value
+    from lookout_cli.paths import cache_dir
+
+    text = shipped.read_bytes("models.toml")
+    version = "".join(map(str, sys.version_info[:2]))  # marshal's format may change between versions
+    path = cache_dir() / f"models-{hashlib.sha256(text).hexdigest()[:16]}-py{version}.marshal"
+    fields = kept_value(path, lambda: dataclasses.astuple(_load_toml(text.decode("utf-8"))),
+                        lambda kept: type(kept) is tuple and len(kept) == len(dataclasses.fields(_Catalog)))
+    return _Catalog(*fields)
 
 
 def known_models() -> list[str]:

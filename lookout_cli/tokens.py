@@ -13,7 +13,6 @@ that merely mentions ``<|endoftext|>``, which transcripts about tokenizers do.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import sys
 import threading
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import sealed_values, sealed_writer
+from lookout_cli.fsutil import kept_value
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -153,15 +152,7 @@ def cached_ranks(name: str) -> dict[bytes, int]:
     """``read_ranks``, kept in the cache folder as ``marshal`` data headed by its own sha256:
     reading that takes a third of the time of decoding the shipped file (about 0.1 s of a
     0.3 s tokenizer load here). A missing, damaged or unwritable copy only costs the time."""
-    path = ranks_cache_path(name)
-    with contextlib.suppress(ValueError, EOFError, TypeError):
-        ranks = next(sealed_values(path) or iter(()), None)
-        if type(ranks) is dict and ranks:
-            return ranks
-    ranks = read_ranks(name)
-    with contextlib.suppress(OSError), sealed_writer(path) as put:  # a torn copy fails its hash next time
-        put(ranks)
-    return ranks
+    return kept_value(ranks_cache_path(name), lambda: read_ranks(name), lambda ranks: type(ranks) is dict and ranks)
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:

@@ -288,3 +288,21 @@ def test_bad_budget_settings_are_clear_errors():
         Budget.from_settings(m, threshold_percent="101")
     with pytest.raises(LookoutError, match="negative"):
         Budget.from_settings(m, reserved=-1)
+
+
+def test_the_parsed_models_file_is_kept_in_the_cache_folder_and_a_damaged_copy_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path))
+    models.catalog.cache_clear()
+    try:
+        parsed = models.catalog()
+        kept = list(tmp_path.glob("models-*.marshal"))
+        assert len(kept) == 1
+        models.catalog.cache_clear()
+        assert models.catalog() == parsed  # read back
+        blob = kept[0].read_bytes()
+        kept[0].write_bytes(blob[:40] + bytes([blob[40] ^ 1]) + blob[41:])  # its hash no longer fits
+        models.catalog.cache_clear()
+        assert models.catalog() == parsed and kept[0].read_bytes() == blob  # parsed again, written whole
+        assert lookup("claude-sonnet-4-5-20250929").name == "claude-sonnet-4-5"
+    finally:
+        models.catalog.cache_clear()
