@@ -37,7 +37,7 @@ from lookout_cli.errors import LookoutError
 from lookout_cli.formats import Transcript
 from lookout_cli.jsonl import Record
 from lookout_cli.saved import MARKER, SavedStore
-from lookout_cli.view import IMAGE, SETUP, TOOL_RESULT, Item, View
+from lookout_cli.view import TOOL_RESULT, Item, View
 
 NO_PROGRESS_RATIO = 0.8
 PRICED_MARGIN = 2  # an automatic run whose head is priced must be this far over the goal (head_sample)
@@ -71,6 +71,16 @@ class Options:
     now: dt.datetime | None = None
     models_config: dict | None = None
     dry_run: bool = False  # plan only: external summarizers are not called
+
+    @property
+    def explicit(self) -> bool:
+        """Asked to compact now (--force or --stage), due or not."""
+        return self.force or self.stages is not None
+
+    @property
+    def wanted(self) -> tuple[str, ...]:
+        """The stages this run may run."""
+        return self.stages or plan.DEFAULT_STAGES
 
 
 @dataclass
@@ -223,8 +233,7 @@ class Gauge:
         if self.rate is None:  # the same texts for the whole run: sampled once
             from lookout_cli.tokens import count
 
-            texts = [i.text for i in view.items[:priced_before]
-                     if i.tokens is None and i.kind not in (IMAGE, SETUP)]
+            texts = [i.text for i in self.meter.priced_items(view, priced_before)]
             encoding = self.counter.encoding
             self.rate = head_sample.per_char(texts, lambda text: count(text, encoding))
             self.priced = len(texts)
@@ -409,10 +418,9 @@ class Compactor:
             r.reason = "the transcript's format is unknown: nothing to compact"
             return r
         self.gauge = Gauge(o, t.view(), self.store, self.originals)
-        explicit = o.force or o.stages is not None
         self.priced_before = self._head_to_price()
         m = self.measure()
-        if self.priced_before and not explicit and (
+        if self.priced_before and not o.explicit and (
                 self._not_due(m) or not self._summary_certain(self.settings(), margin=PRICED_MARGIN)):
             self.priced_before, self._tokens = 0, None  # the figures decide whether to compact: count them
             m = self.measure()
@@ -425,7 +433,7 @@ class Compactor:
         priced = self.priced_before
         r.priced = self.gauge.priced if priced else 0
         r.before_sampled = bool(priced) and m.used.provider is None
-        if not explicit:
+        if not o.explicit:
             why = self._not_due(m)
             if why:
                 r.reason = why
@@ -438,7 +446,7 @@ class Compactor:
         snapshot = _Snapshot(t)
         try:
             self.horizon = self._summary_horizon(self.settings())
-            self._stages(explicit)
+            self._stages()
             written = any(st.ran for st in r.stages if st.stage in ("summarize", "truncate"))
             if (self.left_to_summary or priced) and not written:
                 # what was left to (or priced for) a summary not written after all: the run again, in full
@@ -447,7 +455,7 @@ class Compactor:
                 m = self.measure()
                 r.before, r.basis, r.priced, r.before_sampled = m.used.tokens, m.used.basis, 0, False
                 r.stages, self.left_to_summary = [], 0
-                self._stages(explicit)
+                self._stages()
             if self.dirty:
                 self.measure()
             new = _orphan_keys(t.view()) - orphans
@@ -499,18 +507,16 @@ class Compactor:
                     f"compaction is due at {m.budget.due_at:,}")
         return None
 
-    def _stages(self, explicit: bool) -> None:
+    def _stages(self) -> None:
         o = self.options
-        wanted = o.stages or plan.DEFAULT_STAGES
-        order = [s for s in plan.STAGES if s in wanted]
-        for stage in order:
+        for stage in (s for s in plan.STAGES if s in o.wanted):
             settings = self.settings()
             if stage == "prune":
-                self.prune(settings, explicit)
+                self.prune(settings)
             elif stage == "clamp":
                 self.clamp(settings)
             elif stage == "summarize":
-                if o.stages is None and not o.force and self.used < settings.fit_at:
+                if not o.explicit and self.used < settings.fit_at:
                     self.result.stages.append(StageReport(
                         "summarize", detail=f"not needed: {self.used:,} tokens, under the goal of {settings.fit_at:,}"))
                     continue
@@ -538,19 +544,18 @@ class Compactor:
         ``head_sample.ABOVE_CHARS`` (0: everything is counted). ``run`` counts them after all
         when an automatic run's figures leave the summary in doubt."""
         o = self.options
-        if o.tokenize_all or o.estimate or "summarize" not in (o.stages or plan.DEFAULT_STAGES):
+        if o.tokenize_all or o.estimate or "summarize" not in o.wanted:
             return 0
-        if not (o.force or o.stages is not None or o.auto) or not self.transcript.adapter.can_write:
+        if not (o.explicit or o.auto) or not self.transcript.adapter.can_write:
             return 0
         start = self._summarized_before()
-        chars = sum(len(i.text) for i in self.view.items[:start] if i.kind not in (IMAGE, SETUP))
+        chars = sum(len(i.text) for i in self.gauge.meter.priced_items(self.view, start))
         return start if chars > head_sample.ABOVE_CHARS else 0
 
     def _summary_certain(self, s: plan.Settings, margin: float = 1.0) -> bool:
         """Whether this run writes a summary: asked for, or automatic with the context still over
         ``margin`` times the goal even if prune and clamp freed every token they could touch."""
-        o = self.options
-        if o.stages is not None or o.force:
+        if self.options.explicit:
             return True
         items, tokens = self.view.items, self.tokens
         freeable = set(plan.plan_prune(items, tokens, s, lambda _i: 0).candidates)
@@ -567,7 +572,7 @@ class Compactor:
         them, edit their lines and read them back for the note, which then replaces them all;
         they stay as they are (on a summary that is not written after all, ``run`` runs the
         stages again without this)."""
-        stages = self.options.stages or plan.DEFAULT_STAGES
+        stages = self.options.wanted
         if "summarize" not in stages or not {"prune", "clamp"} & set(stages):
             return 0
         if self.priced_before:  # certain already (``run``)
@@ -612,14 +617,14 @@ class Compactor:
         return True
 
     # --- 1. prune ---------------------------------------------------------------------------
-    def prune(self, s: plan.Settings, explicit: bool) -> None:
+    def prune(self, s: plan.Settings) -> None:
         report = StageReport("prune")
         self.result.stages.append(report)
         p = plan.plan_prune(self.view.items, self.tokens, s, self.clear_cost(_pruned))
         if p.skipped:
             report.detail = f"skipped: {p.skipped}"
             return
-        if not explicit and self.used < s.summary_point:
+        if not self.options.explicit and self.used < s.summary_point:
             ok, why = plan.worth_rewrite(p, self.tokens, self._cache(), s)
             if not ok:
                 report.detail = (f"waiting: {why}; clearing {p.freed:,} tokens waits for the summary "
@@ -781,7 +786,7 @@ class Compactor:
         return save
 
     def _trigger(self) -> str:
-        return "manual" if self.options.force or self.options.stages is not None else "auto"
+        return "manual" if self.options.explicit else "auto"
 
     # --- 4. shorten -------------------------------------------------------------------------
     def shorten(self, s: plan.Settings) -> None:

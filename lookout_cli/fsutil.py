@@ -15,10 +15,12 @@ import contextlib
 import fcntl
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+MARSHAL_TAG = "py" + "".join(map(str, sys.version_info[:2]))  # in a kept file's name: marshal's format may change
 _pending: dict[str, None] = {}  # files written but not yet fsynced, in order
 _appends: dict[Path, list[bytes]] = {}  # lines to append to logs such as the store's manifest
 APPEND_BATCH = 512

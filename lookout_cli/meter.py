@@ -104,9 +104,16 @@ def image_item_tokens(item: Item, provider: str) -> int:
 
 def uncounted(view: View, priced_before: int = 0) -> list[Item]:
     """The items ``item_tokens`` counts with its counter: texts not counted as the view was built
-    (nor priced, ``item_tokens``)."""
+    (nor priced, ``priced_items``)."""
     return [item for index, item in enumerate(view.items)
             if item.tokens is None and item.kind != IMAGE and (index >= priced_before or item.kind == SETUP)]
+
+
+def priced_items(view: View, priced_before: int) -> list[Item]:
+    """The items ``item_tokens`` prices rather than counts: of the first ``priced_before``,
+    those whose texts ``uncounted`` would give, but the setup."""
+    return [item for item in view.items[:priced_before]
+            if item.tokens is None and item.kind not in (IMAGE, SETUP)]
 
 
 def item_tokens(view: View, counter, provider: str | None = None, priced_before: int = 0,

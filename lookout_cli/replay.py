@@ -13,9 +13,9 @@ standard library's os, sys, errno, marshal and _blake2.
 The same invocation: the same arguments, working folder, environment (every variable:
 ``LOOKOUT_*``, ``XDG_*`` and what click reads alike), terminals on the standard streams, config
 files (the user's, and ``.lookout.toml`` in the working folder and each folder above it, by
-size and time), lookout's version (and this file's time: a reinstall) and Python. The same file: what the snapshot checks (device,
-inode, size, modification time, guard hashes) and its setup files (``--system``…, CLAUDE.md,
-AGENTS.md) unchanged. Anything else runs lookout as usual, which records the invocation anew.
+size and time), lookout's version (and this file's time: a reinstall) and Python. The same
+file: what the snapshot checks (device, inode, size, modification time, guard hashes) and its
+setup files (``--system``…, CLAUDE.md, AGENTS.md) unchanged. Anything else runs lookout as usual, which records the invocation anew.
 
 One small file per arguments and folder, in the cache folder's ``state/``, written with marshal
 (reading it back loads no JSON parser) and replaced atomically.

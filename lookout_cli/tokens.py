@@ -14,7 +14,6 @@ that merely mentions ``<|endoftext|>``, which transcripts about tokenizers do.
 from __future__ import annotations
 
 import hashlib
-import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import kept_value
+from lookout_cli.fsutil import MARSHAL_TAG, kept_value
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -144,8 +143,7 @@ def read_ranks(name: str, gz_bytes: bytes | None = None) -> dict[bytes, int]:
 def ranks_cache_path(name: str) -> Path:
     from lookout_cli.paths import cache_dir
 
-    version = "".join(map(str, sys.version_info[:2]))  # marshal's format may change between versions
-    return cache_dir() / f"ranks-{name}-{_spec(name).sha256[:16]}-py{version}-2.marshal"  # 2: sealed_writer's frames
+    return cache_dir() / f"ranks-{name}-{_spec(name).sha256[:16]}-{MARSHAL_TAG}-2.marshal"  # 2: sealed_writer's frames
 
 
 def cached_ranks(name: str) -> dict[bytes, int]:
