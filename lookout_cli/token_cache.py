@@ -60,7 +60,7 @@ class TokenCache:
                  preload_limit: int = PRELOAD_LIMIT) -> None:
         self.encoding = encoding
         self.path = Path(path) if path is not None else paths.cache_dir() / FILENAME
-        self._tag = _encoding_tag(encoding)
+        self._tagged = hashlib.sha256(_encoding_tag(encoding))  # copied for each key: the text is not copied after the tag
         self._known: dict[bytes, int] | None = None  # the table read whole, when small
         self._pending: dict[bytes, int] = {}
         self._spilled = False  # counts written since the table was read are only in it
@@ -94,7 +94,9 @@ class TokenCache:
             self._known = {}
 
     def key(self, text: str) -> bytes:
-        return hashlib.sha256(self._tag + text.encode("utf-8", "surrogatepass")).digest()[:16]
+        hasher = self._tagged.copy()
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        return hasher.digest()[:16]
 
     def get(self, text: str, key: bytes | None = None) -> int | None:
         key = key or self.key(text)
@@ -267,13 +269,13 @@ def counter_for(model: str | None, exact: bool = True, cache: bool = True, jobs:
 
 # --- processes for cold passes ------------------------------------------------------------
 
-_ENCODE = None  # the workers' encoder: set before the fork, so every worker (and a replacement) has it
+_LENGTH = None  # the workers' count function: set before the fork, so every worker (and a replacement) has it
 MIN_PARALLEL_CHARS = 2_000_000  # below this a fork costs more than it saves
 
 
 def _count_texts(texts: list[str]) -> list[int]:
-    encode = _ENCODE
-    return [len(encode(t)) for t in texts]
+    length = _LENGTH
+    return [length(t) for t in texts]
 
 
 class Workers:
@@ -289,17 +291,17 @@ class Workers:
     def submit(self, texts: list[str]) -> Callable[[], list[int]]:
         """Start counting ``texts``; call what it returns for the counts. The first batch worth
         a fork starts the processes; until then (and where there is no fork) this process counts."""
-        global _ENCODE
-        from lookout_cli.tokens import get_encoding
+        global _LENGTH
+        from lookout_cli.tokens import exact_length
 
-        encode = get_encoding(self.encoding).encode_ordinary
+        length = exact_length(self.encoding)
         total = sum(len(t) for t in texts)
         if self.pool is None:
             ctx = _fork_context() if self.jobs > 1 and total >= MIN_PARALLEL_CHARS and len(texts) >= 2 else None
             if ctx is None:
-                counts = [len(encode(t)) for t in texts]
+                counts = [length(t) for t in texts]
                 return lambda: counts
-            _ENCODE = encode
+            _LENGTH = length
             self.pool = ctx.Pool(self.jobs)
         # slices of about equal characters, two per worker so a huge block does not stall one
         pieces, bounds, start, acc = self.jobs * 2, [], 0, 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,6 +91,7 @@ ENCODINGS: dict[str, EncodingSpec] = {
 }
 
 _loaded: dict[str, tiktoken.Encoding] = {}
+_lengths: dict[str, Callable[[str], int]] = {}  # exact_length: the count function of each loaded encoding
 _lock = threading.Lock()
 
 
@@ -182,11 +183,52 @@ def is_loaded(name: str = DEFAULT_ENCODING) -> bool:
     return name in _loaded
 
 
+# Texts whose counts the fast path must give as encode_ordinary does before it is trusted:
+# special-token text counted as text, code, non-ASCII, digits and runs.
+_PROBES = (f"{ENDOFTEXT} a{FIM_PREFIX}b {ENDOFPROMPT}", "def f(x):\n    return x  # é ✓ 数字 12345\n", "=" * 40)
+
+
+def exact_length(name: str = DEFAULT_ENCODING) -> Callable[[str], int]:
+    """The exact count function of an encoding: ``len(encode_ordinary(text))`` without the list.
+
+    ``encode_ordinary`` builds a Python int for every token (13 M of them for a 100 MB
+    session) for lookout to take the list's length and drop it. tiktoken's core also encodes
+    into a buffer of u32 (``encode_to_tiktoken_buffer``, which the public ``encode_to_numpy``
+    calls), whose size gives the count: 5.5% fewer instructions on the same texts. That call
+    is not public, so it is used only where it exists and gives encode_ordinary's counts on
+    the probes (no special token allowed counts special-token text as text); a text it refuses
+    (a lone surrogate) is counted by encode_ordinary, which replaces the surrogate."""
+    length = _lengths.get(name)
+    if length is None:
+        enc = get_encoding(name)
+        ordinary = enc.encode_ordinary
+        to_buffer = getattr(enc._core_bpe, "encode_to_tiktoken_buffer", None)
+        none_allowed: set[str] = set()
+
+        def listed(text: str) -> int:
+            return len(ordinary(text))
+
+        def buffered(text: str) -> int:
+            try:
+                return memoryview(to_buffer(text, none_allowed)).nbytes // 4
+            except (UnicodeEncodeError, ValueError):
+                return len(ordinary(text))
+
+        length = listed
+        try:
+            if to_buffer is not None and all(buffered(p) == listed(p) for p in _PROBES):
+                length = buffered
+        except Exception:  # another tiktoken: the public call it is
+            pass
+        _lengths[name] = length
+    return length
+
+
 def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Exact token count of ``text`` in ``encoding``; special-token text counts as text."""
     if not text:
         return 0
-    return len(get_encoding(encoding).encode_ordinary(text))
+    return exact_length(encoding)(text)
 
 
 def count_many(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
@@ -201,8 +243,8 @@ def count_many(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[i
     texts = list(texts)
     if not any(texts):
         return [0] * len(texts)
-    encode = get_encoding(encoding).encode_ordinary
-    return [len(encode(t)) if t else 0 for t in texts]
+    length = exact_length(encoding)
+    return [length(t) if t else 0 for t in texts]
 
 
 # --- estimates -------------------------------------------------------------------------

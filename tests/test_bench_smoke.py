@@ -95,5 +95,21 @@ def test_runner_prints_the_ratio_table(tmp_path):
     rows = {row["id"]: row for row in json.loads((tmp_path / "rows.json").read_text())["rows"]}
     assert set(rows) == {"B1", "B4", "B14"}
     assert rows["B1"]["lookout"] > 0 and rows["B1"]["reference"] > 0
+    cpu, wall = rows["B1"]["extra"]["runs"]["cpu"], rows["B1"]["extra"]["runs"]["wall"]
+    assert rows["B1"]["ratio"] == pytest.approx(cpu[0][0] / cpu[1][0])  # R: CPU time, lookout over reference
+    assert rows["B1"]["wall_ratio"] == pytest.approx(wall[0][0] / wall[1][0])
     assert "tiktoken" not in rows["B4"]["note"].split("imports:")[1] or "no tiktoken" in rows["B4"]["note"]
     assert rows["B14"]["ok"] is True  # claude-code counts equal the reference
+
+
+def test_the_ratio_pairs_each_run_with_the_reference_run_next_to_it():
+    from bench.run import Ran, timing_of
+
+    # the host slowed down for the second pair: both ran 5x longer there, lookout 2x the reference
+    lookout = [Ran(2.0, 1.0, 50, 0), Ran(10.0, 3.0, 60, 0), Ran(3.0, 2.0, 55, 0)]
+    reference = [Ran(1.0, 1.0, 40, 0), Ran(5.0, 1.0, 40, 0), Ran(3.0, 2.0, 40, 0)]
+    t = timing_of(lookout, reference)
+    assert (t.lookout, t.reference, t.rss) == (3.0, 3.0, 60)
+    assert t.wall_ratio == 2.0  # the medians' ratio would say 1.0
+    assert t.ratio == 1.0  # CPU time: ratios 1, 3, 1
+    assert timing_of(lookout, []).ratio is None

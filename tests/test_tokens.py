@@ -197,6 +197,26 @@ def test_plain_encode_would_refuse_special_token_text():
     assert tokens.count("say <|endoftext|>") == len(enc.encode_ordinary("say <|endoftext|>"))
 
 
+def test_exact_length_reads_the_count_off_a_buffer_and_distrusts_one_that_disagrees(monkeypatch):
+    enc = tokens.get_encoding("o200k_base")
+    length = tokens.exact_length("o200k_base")
+    assert length.__name__ == "buffered"  # this tiktoken's buffer call passed the probes
+    for text in SAMPLES[1:]:  # special-token text as text, a lone surrogate replaced
+        assert length(text) == len(enc.encode_ordinary(text)), text
+
+    class Core:  # another tiktoken's core: its buffer call does not encode as encode_ordinary
+        def __init__(self, core, buffer):
+            self.encode_ordinary = core.encode_ordinary
+            if buffer:
+                self.encode_to_tiktoken_buffer = lambda text, allowed: core.encode_to_tiktoken_buffer(text + "!", allowed)
+
+    for buffer in (True, False):
+        monkeypatch.setattr(enc, "_core_bpe", Core(enc._core_bpe, buffer))
+        monkeypatch.setattr(tokens, "_lengths", {})
+        assert tokens.exact_length("o200k_base").__name__ == "listed"
+        assert tokens.count(SAMPLES[1]) == length(SAMPLES[1])
+
+
 # --- integrity ------------------------------------------------------------------------------
 
 

@@ -541,13 +541,15 @@ def _recover_siblings(objs, kinds, members, path, boundary, parent_of) -> list[i
             runs.append([])
         runs[-1].append(pos)
         run_of[pos] = len(runs) - 1
-    groups = {message_id(objs[p]) for p in path} - {None}
-    answered = {t for p in path for t in tool_result_ids(objs[p])}
-    called = {t for p in path for t in tool_use_ids(objs[p])}
     low = boundary if boundary is not None else -1
     # only responses and tool results can be stitched in (not progress, not metadata)
     candidates = [i for i in members if i > low and run_of[i] is None
                   and kinds[i] in ("assistant", "user")]
+    if not candidates:  # the walk found every line (the ids of a long path are not worth collecting)
+        return [pos for run in runs for pos in sorted(run)]
+    groups = {message_id(objs[p]) for p in path} - {None}
+    answered = {t for p in path for t in tool_result_ids(objs[p])}
+    called = {t for p in path for t in tool_use_ids(objs[p])}
     changed = True
     while changed:
         changed = False
