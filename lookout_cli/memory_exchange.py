@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from lookout_cli import secrets
 from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import atomic_write
+from lookout_cli.fsutil import atomic_write, new_temp_file
 from lookout_cli.memory_store import (
     FORGOTTEN_DIR,
     LIST_FILE,
@@ -553,7 +553,7 @@ def _remote_put(path: Path, data: bytes | None, expected: str | None) -> None:
             path.unlink()
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = new_temp_file(path.parent, f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from lookout_cli.fsutil import append_line, keep_new, write_new
+from lookout_cli.fsutil import append_line, keep_new, new_temp_file, write_new
 from lookout_cli.jsonl import loads_exact
 
 MARKER = "lookout-restore:"
@@ -96,9 +96,7 @@ class SavedStore:
         try:
             if not self.dry_run:
                 self.root.mkdir(parents=True, exist_ok=True)
-                import tempfile  # lazily, as in fsutil.atomic_write
-
-                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".part-", suffix=".tmp")
+                fd, tmp = new_temp_file(self.root, ".part-")
             with os.fdopen(fd, "wb") if tmp else contextlib.nullcontext() as handle:
                 for part in parts:
                     digest.update(part)
