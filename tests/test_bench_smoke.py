@@ -7,6 +7,7 @@ cold and a warm token cache and with --jobs 2; the runner prints its ratio table
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from conftest import REPO, run_lookout
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
 from bench.generate import FORMATS, Corpus, generate  # noqa: E402
+from bench.reference import texts as texts_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +69,23 @@ def test_exact_counts_equal_the_reference_cold_warm_and_parallel(tmp_path, corpu
     assert _lookout_text_tokens(f) == ref  # warm
     assert _lookout_text_tokens(f, "--no-cache", "--jobs", "2") == ref
     assert _lookout_text_tokens(f, "--no-cache") == ref
+
+
+def test_the_instrument_sees_every_text_lookout_tokenizes(tmp_path, corpus, monkeypatch):
+    """B11's "tokenized" share: lookout counts through tiktoken's core, which the instrument
+    must see as it saw encode_ordinary, each text once (a cold measure tokenizes each distinct
+    text of the session, no more)."""
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "cc.jsonl"
+    generate(f, "claude-code", 0.5, corpus=corpus)
+    stats = tmp_path / "tokenized.json"
+    r = subprocess.run([sys.executable, "-m", "bench.instrument", "measure", "-q", "--no-discover", str(f)],
+                       capture_output=True, cwd=REPO, env={**os.environ, "BENCH_TOKENIZED": str(stats)})
+    assert r.returncode == 0, r.stderr.decode()
+    seen = json.loads(stats.read_text())
+    texts = [t for line in f.read_bytes().splitlines() for t in texts_of(json.loads(line)) if t]
+    distinct = set(texts)
+    assert seen == {"chars": sum(map(len, distinct)), "calls": len(distinct)}
 
 
 def test_reference_tail_pass_follows_appends(tmp_path, corpus, monkeypatch):
