@@ -292,12 +292,11 @@ def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_REC
     store = spool if spool is not None else handle
     if index is None:
         index = LineIndex(store.fileno(), 0 if spool is not None else handle.tell())
-    for record in read_records(handle, max_record_bytes, len(index.starts) - 1):
-        raw = record.raw
+    for lineno, raw in read_lines(handle, max_record_bytes, len(index.starts) - 1):
         if spool is not None:
             spool.write(raw)
         index.add(len(raw))
-        yield LeanRecord(record.lineno, index, raw)
+        yield LeanRecord(lineno, index, raw)
     if spool is not None:
         spool.flush()  # the records read their lines back with pread
 
@@ -305,11 +304,19 @@ def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_REC
 def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  lineno: int = 0, chunk: int = 1 << 20) -> Iterator[Record]:
     """Yield records from a binary stream, never holding more than one bounded line (and a
-    chunk) in memory, numbered from ``lineno`` + 1.
+    chunk) in memory, numbered from ``lineno`` + 1 (``read_lines``)."""
+    for n, raw in read_lines(stream, max_record_bytes, lineno, chunk):
+        yield Record(n, raw)
+
+
+def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+               lineno: int = 0, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of each line of a binary stream, numbered from ``lineno`` + 1; a line
+    over the bound raises.
 
     Lines are cut out of chunks with ``bytes.find`` (memchr), not ``readline``, which scans a
     byte at a time: half the time of reading a file. ``read1`` takes what a pipe has, so a
-    record is passed on as soon as its line is complete."""
+    line is passed on as soon as it is complete."""
     read = getattr(stream, "read1", stream.read)
     head: list[bytes] = []  # the part read so far of a line that runs past the chunk
     held = 0
@@ -323,14 +330,18 @@ def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_B
                 raw = buf[start:end]
             start = end
             lineno += 1
-            yield _bounded(lineno, raw, max_record_bytes)
+            if len(raw) > max_record_bytes:  # maybe over, its line ending aside
+                _check_length(lineno, raw, max_record_bytes)
+            yield lineno, raw
         if start < len(buf):
             head.append(buf[start:] if start else buf)
             held += len(buf) - start
             if held > max_record_bytes + 2:  # too long whatever ends it: stop before reading more
                 raise _too_long(lineno + 1, max_record_bytes)
     if head:
-        yield _bounded(lineno + 1, b"".join(head), max_record_bytes)
+        raw = b"".join(head)
+        _check_length(lineno + 1, raw, max_record_bytes)
+        yield lineno + 1, raw
 
 
 def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b"", spool: IO[bytes] | None = None,
@@ -407,12 +418,6 @@ def _newlines(buf: bytes, start: int, end: int) -> int:
         n += 1
         at = buf.find(b"\n", at + 1, end)
     return n
-
-
-def _bounded(lineno: int, raw: bytes, max_record_bytes: int) -> Record:
-    """The record of line ``lineno``, unless it is over the bound."""
-    _check_length(lineno, raw, max_record_bytes)
-    return Record(lineno, raw)
 
 
 def _check_length(lineno: int, raw: bytes, max_record_bytes: int) -> None:

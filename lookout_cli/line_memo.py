@@ -68,7 +68,10 @@ def unpack(packed: tuple, record: Any, message: int, turn: int) -> Item:
 
 
 def has_prompt(packed: list[tuple]) -> bool:
-    return any(p[PROMPT] for p in packed)
+    for p in packed:  # not any() over a generator: this runs for every line reused
+        if p[PROMPT]:
+            return True
+    return False
 
 
 class LineMemo:

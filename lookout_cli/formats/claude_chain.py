@@ -213,6 +213,13 @@ def revive(kept: Any) -> Any:
     return Node(kept) if type(kept) is tuple else kept  # JSON gives lists, never tuples
 
 
+def line_type(obj: Any) -> Any:
+    """A line's ``type`` (a node's read by position: this runs for every line of a view)."""
+    if type(obj) is Node:
+        return obj[0] if obj else None
+    return obj.get("type")
+
+
 def is_sidechain(obj: dict) -> bool:
     return obj.get("isSidechain") is True
 

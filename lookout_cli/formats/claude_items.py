@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
-from lookout_cli.formats.claude_chain import Chain, is_boundary, is_map, message_id, tool_calls, usage_of
+from lookout_cli.formats.claude_chain import Chain, is_boundary, is_map, line_type, message_id, tool_calls, usage_of
 from lookout_cli.line_memo import has_prompt, unpack
 from lookout_cli.view import (
     IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
@@ -122,7 +122,7 @@ class _Builder:
         """Lines split from one response share its index; every other line gets a new one
         (``obj`` may be the line's node)."""
         key = None
-        if obj.get("type") == "assistant":
+        if line_type(obj) == "assistant":
             key = message_id(obj) or obj.get("requestId") or obj.get("uuid")
             if isinstance(key, str) and key in self.ids:
                 self.message = self.ids[key]
@@ -498,7 +498,7 @@ def chain_model(chain: Chain) -> str | None:
     for pos in reversed(chain.visible):
         obj = chain.node(pos)
         message = obj.get("message")
-        if obj.get("type") == "assistant" and is_map(message):
+        if line_type(obj) == "assistant" and is_map(message):
             model = message.get("model")
             if isinstance(model, str) and model and model != "<synthetic>":
                 return model
@@ -511,7 +511,7 @@ def chain_model(chain: Chain) -> str | None:
 
 
 def _tool_names(obj: dict) -> list[tuple[str, str]]:
-    return tool_calls(obj) if obj.get("type") == "assistant" else []
+    return tool_calls(obj) if line_type(obj) == "assistant" else []
 
 
 def _tool_use_result_image(obj: dict) -> tuple | None:
@@ -527,7 +527,7 @@ def _int(value: Any) -> int:
 
 
 def _usage(record, obj: dict) -> Usage | None:
-    if obj.get("type") != "assistant" or obj.get("isApiErrorMessage") is True:
+    if line_type(obj) != "assistant" or obj.get("isApiErrorMessage") is True:
         return None
     found = usage_of(obj)
     if found is None or found[0] == "<synthetic>":
