@@ -7,8 +7,8 @@ each against the sha256 tiktoken pins, and builds ``tiktoken.Encoding`` itself.
 
 tiktoken is imported only inside functions and an encoding is loaded only when a text
 must really be counted (about 0.2 s for o200k), so ``lookout --help`` and commands that
-never count stay fast. Counts use ``encode_ordinary``: plain ``encode`` raises on text
-that merely mentions ``<|endoftext|>``, which transcripts about tokenizers do.
+never count stay fast. Counts are ``encode_ordinary``'s (``exact_length``): plain ``encode``
+raises on text that merely mentions ``<|endoftext|>``, which transcripts about tokenizers do.
 """
 
 from __future__ import annotations
