@@ -409,10 +409,11 @@ MEMO_SHORT = 64  # below this length hashing costs more than it saves: the text 
 
 def memo_key(text: str) -> object:
     """What a count is remembered under: the text when short, else 16 bytes of its hash (a
-    long text is not kept alive as a key)."""
+    long text is not kept alive as a key). sha256, as the block cache's keys: with the CPU's
+    SHA instructions twice as fast as blake2b here (0.04 s against 0.07-0.08 s for 42 MB)."""
     if len(text) <= MEMO_SHORT:
         return text
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
 class TokenCounter:
