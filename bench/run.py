@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -165,12 +166,7 @@ def timing_of(a: list[Ran], b: list[Ran]) -> Timing:
     def paired(seconds) -> float | None:
         return statistics.median(seconds(x) / seconds(y) for x, y in zip(a, b)) if b else None
 
-    def wall(r: Ran) -> float:
-        return r.wall
-
-    def cpu(r: Ran) -> float:
-        return r.cpu
-
+    wall, cpu = attrgetter("wall"), attrgetter("cpu")
     return Timing(statistics.median(map(wall, a)), statistics.median(map(wall, b)) if b else None,
                   max(r.rss for r in a), paired(cpu), paired(wall),
                   {"wall": [list(map(wall, a)), list(map(wall, b))], "cpu": [list(map(cpu, a)), list(map(cpu, b))]})

@@ -231,11 +231,10 @@ class Gauge:
         if not priced_before:
             return self.meter.item_tokens(view, self.counter, self.provider)
         if self.rate is None:  # the same texts for the whole run: sampled once
-            from lookout_cli.tokens import count
+            from lookout_cli.tokens import exact_length
 
             texts = [i.text for i in self.meter.priced_items(view, priced_before)]
-            encoding = self.counter.encoding
-            self.rate = head_sample.per_char(texts, lambda text: count(text, encoding))
+            self.rate = head_sample.per_char(texts, exact_length(self.counter.encoding))
             self.priced = len(texts)
         rate = self.rate
         return self.meter.item_tokens(view, self.counter, self.provider, priced_before,

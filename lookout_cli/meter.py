@@ -102,18 +102,24 @@ def image_item_tokens(item: Item, provider: str) -> int:
     return int(image_tokens(provider, dims[0], dims[1]))
 
 
+def _priced(index: int, item: Item, priced_before: int) -> bool:
+    """Whether ``item_tokens`` prices item ``index``'s text rather than counting it: one of the
+    first ``priced_before``, but the setup (an image is never counted, nor an item counted as the
+    view was built)."""
+    return index < priced_before and item.kind != SETUP
+
+
 def uncounted(view: View, priced_before: int = 0) -> list[Item]:
     """The items ``item_tokens`` counts with its counter: texts not counted as the view was built
     (nor priced, ``priced_items``)."""
     return [item for index, item in enumerate(view.items)
-            if item.tokens is None and item.kind != IMAGE and (index >= priced_before or item.kind == SETUP)]
+            if item.tokens is None and item.kind != IMAGE and not _priced(index, item, priced_before)]
 
 
 def priced_items(view: View, priced_before: int) -> list[Item]:
-    """The items ``item_tokens`` prices rather than counts: of the first ``priced_before``,
-    those whose texts ``uncounted`` would give, but the setup."""
-    return [item for item in view.items[:priced_before]
-            if item.tokens is None and item.kind not in (IMAGE, SETUP)]
+    """The items ``item_tokens`` prices rather than counts."""
+    return [item for index, item in enumerate(view.items[:priced_before])
+            if item.tokens is None and item.kind != IMAGE and _priced(index, item, priced_before)]
 
 
 def item_tokens(view: View, counter, provider: str | None = None, priced_before: int = 0,
@@ -129,7 +135,7 @@ def item_tokens(view: View, counter, provider: str | None = None, priced_before:
             out.append(image_item_tokens(item, provider))
         elif item.tokens is not None:
             out.append(item.tokens)  # counted as the view was built (item_counts)
-        elif index < priced_before and item.kind != SETUP:
+        elif _priced(index, item, priced_before):
             out.append(price(item.text))
         else:
             out.append(counter.count(item.text))

@@ -15,7 +15,8 @@ The same invocation: the same arguments, working folder, environment (every vari
 files (the user's, and ``.lookout.toml`` in the working folder and each folder above it, by
 size and time), lookout's version (and this file's time: a reinstall) and Python. The same
 file: what the snapshot checks (device, inode, size, modification time, guard hashes) and its
-setup files (``--system``…, CLAUDE.md, AGENTS.md) unchanged. Anything else runs lookout as usual, which records the invocation anew.
+setup files (``--system``…, CLAUDE.md, AGENTS.md) unchanged. Anything else runs lookout as
+usual, which records the invocation anew.
 
 One small file per arguments and folder, in the cache folder's ``state/``, written with marshal
 (reading it back loads no JSON parser) and replaced atomically.

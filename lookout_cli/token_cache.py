@@ -50,7 +50,14 @@ def _encoding_tag(encoding: str) -> bytes:
 
 def block_key(encoding: str, text: str) -> bytes:
     """The cache key of ``text`` counted in ``encoding``: 16 bytes of sha256."""
-    return hashlib.sha256(_encoding_tag(encoding) + text.encode("utf-8", "surrogatepass")).digest()[:16]
+    return _key(hashlib.sha256(_encoding_tag(encoding)), text)
+
+
+def _key(tagged, text: str) -> bytes:
+    """``block_key`` from a hasher that has taken the encoding's tag (copied: one a cache)."""
+    hasher = tagged.copy()
+    hasher.update(text.encode("utf-8", "surrogatepass"))  # not joined to the tag: no copy of the text
+    return hasher.digest()[:16]
 
 
 class TokenCache:
@@ -60,7 +67,7 @@ class TokenCache:
                  preload_limit: int = PRELOAD_LIMIT) -> None:
         self.encoding = encoding
         self.path = Path(path) if path is not None else paths.cache_dir() / FILENAME
-        self._tagged = hashlib.sha256(_encoding_tag(encoding))  # copied for each key: the text is not copied after the tag
+        self._tagged = hashlib.sha256(_encoding_tag(encoding))  # ``_key`` copies it for each text
         self._known: dict[bytes, int] | None = None  # the table read whole, when small
         self._pending: dict[bytes, int] = {}
         self._spilled = False  # counts written since the table was read are only in it
@@ -94,9 +101,7 @@ class TokenCache:
             self._known = {}
 
     def key(self, text: str) -> bytes:
-        hasher = self._tagged.copy()
-        hasher.update(text.encode("utf-8", "surrogatepass"))
-        return hasher.digest()[:16]
+        return _key(self._tagged, text)
 
     def get(self, text: str, key: bytes | None = None) -> int | None:
         key = key or self.key(text)
