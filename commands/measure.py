@@ -206,24 +206,32 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         from lookout_cli.tokens import encoding_for_model, get_encoding
 
         get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
-    transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
-    transcript.original = transcript.records  # measure changes nothing: no copy to compare with
-    sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs)
-    transcript.sink = sink
+    ahead = _count_ahead(run, settings, jobs) \
+        if jobs > 1 and not settings.estimate and (memo is None or not memo.known) else None
+    sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs, ahead)
     try:
-        view = transcript.view()
-        counter = sink.finish(view)
-        # the view is built and counted: the lines' nodes are read no more, but by the memo
-        # (which lets go of each as it writes it); what the meter builds takes their room
-        if remembered and run.clean and transcript.memo is not None:
-            transcript.memo.save(transcript)
-        for record in transcript.records:
-            record.node = None
-        meter = measure_view(view, settings, counter=counter)
+        transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
+        transcript.original = transcript.records  # measure changes nothing: no copy to compare with
+        transcript.sink = sink
+        try:
+            view = transcript.view()
+            counter = sink.finish(view)
+            # the view is built and counted: the lines' nodes are read no more, but by the memo
+            # (which lets go of each as it writes it); what the meter builds takes their room
+            if remembered and run.clean and transcript.memo is not None:
+                transcript.memo.save(transcript)
+            for record in transcript.records:
+                record.node = None
+            meter = measure_view(view, settings, counter=counter)
+        finally:
+            if sink.ahead is not None:  # the run stopped before the view was counted
+                sink.ahead.close()
+            close = getattr(sink.counter, "close", None)
+            if close is not None:
+                close()  # writes the new counts to the cache in one transaction
     finally:
-        close = getattr(sink.counter, "close", None)
-        if close is not None:
-            close()  # writes the new counts to the cache in one transaction
+        if ahead is not None:
+            ahead.release()
     if remembered and run.clean:
         measured = sum(r.size for r in transcript.records)
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
@@ -241,6 +249,23 @@ def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript
     adapter = transcript.adapter
     view = adapter.usage_view(kept) if adapter is not None else View(format="unknown")
     return measure_usage(view, settings), transcript
+
+
+def _count_ahead(run: Run, settings: Settings, jobs: int):
+    """A cold exact run with --jobs: the workers start on the end of a large regular file
+    while it is read (count_ahead); None when that does not apply."""
+    from lookout_cli.count_ahead import Ahead
+    from lookout_cli.tokens import encoding_for_model
+
+    try:
+        fd = os.open(run.file, os.O_RDONLY) if run.source is not None else sys.stdin.fileno()
+    except (OSError, AttributeError, ValueError):
+        return None
+    ahead = Ahead.begin(fd, run.format_name, encoding_for_model(settings.model), jobs,
+                        own_fd=run.source is not None)
+    if ahead is None and run.source is not None:
+        os.close(fd)
+    return ahead
 
 
 def _input_bytes(run: Run) -> int:

@@ -24,9 +24,10 @@ class CountingSink:
     """``Transcript.sink`` for measure. ``make_counter(model)`` gives the token counter once
     the adapter has set the view's model (before its first item)."""
 
-    def __init__(self, make_counter: Callable[[str | None], object], jobs: int = 1) -> None:
+    def __init__(self, make_counter: Callable[[str | None], object], jobs: int = 1, ahead=None) -> None:
         self.make_counter = make_counter
         self.jobs = jobs
+        self.ahead = ahead  # count_ahead.Ahead: the input's end being counted already
         self.counter = None
         self._pending: list[Item] = []
         self._chars = 0
@@ -34,7 +35,7 @@ class CountingSink:
 
     def __call__(self, view: View, item: Item) -> None:
         if self.counter is None:
-            self.counter = self.make_counter(view.model)
+            self._make_counter(view)
         if item.kind == IMAGE:
             shrink(item)
             return
@@ -51,13 +52,23 @@ class CountingSink:
         """Count what is still uncounted (all of a view whose adapter is not lean); return the
         counter."""
         if self.counter is None:
-            self.counter = self.make_counter(view.model)
+            self._make_counter(view)
         self._flush()
         self._settle()
+        if self.ahead is not None:  # the view never reached the lines counted ahead
+            self.ahead.close()
+            self.ahead = None
         self._pending = uncounted(view)
         self._flush()
         self._settle()
         return self.counter
+
+    def _make_counter(self, view: View) -> None:
+        self.counter = self.make_counter(view.model)
+        adopt = getattr(self.counter, "adopt", None)
+        if self.ahead is not None and not (adopt is not None and adopt(self.ahead.workers)):
+            self.ahead.close()  # counted in another encoding than the view's model's
+            self.ahead = None
 
     def _flush(self) -> None:
         """Count the pending items: in the worker processes while the view goes on being built
@@ -67,6 +78,10 @@ class CountingSink:
             return
         later = getattr(self.counter, "count_later", None)
         if self.jobs > 1 and later is not None:
+            ahead = self.ahead
+            if ahead is not None and ahead.due(i.record for i in items):
+                self.counter.learn(ahead.counts())  # before the texts counted ahead are sent again
+                self.ahead = None
             while len(self._away) >= IN_FLIGHT:
                 self._settle_oldest()
             self._away.append((items, later([i.text for i in items], jobs=self.jobs)))

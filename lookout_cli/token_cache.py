@@ -190,6 +190,7 @@ class CachedCounter:
         self._memo_hits = 0
         self._tokenized = 0  # texts tokenized in this process
         self._workers: Workers | None = None  # ``count_later``'s processes, kept for the run
+        self._ahead: dict[object, int] = {}  # counts made before the view, by memo key (count_ahead)
 
     @property
     def hits(self) -> int:
@@ -234,6 +235,10 @@ class CachedCounter:
             if key is None or key in todo:
                 continue
             known = cache.get(t, key) if cache is not None else self._memo.get(key)
+            if known is None and self._ahead:
+                known = self._ahead.get(memo_key(t))
+                if known is not None:
+                    cache.put(t, known, key)
             if known is None:
                 todo[key] = t
         fresh = list(todo.values())
@@ -252,6 +257,21 @@ class CachedCounter:
             return [0 if key is None else self._memo[key] for key in keys]
 
         return wait
+
+    def adopt(self, workers: Workers) -> bool:
+        """Count later in ``workers`` (started before this counter was made) if they count
+        in this counter's encoding and none are running yet."""
+        if self._workers is not None or workers.encoding != self.encoding:
+            return False
+        self._workers = workers
+        return True
+
+    def learn(self, counts: dict[object, int]) -> None:
+        """Counts of this encoding made elsewhere, by ``tokens.memo_key`` (count_ahead)."""
+        if self.cache is None:
+            self._memo.update(counts)  # the same keys
+        else:
+            self._ahead.update(counts)
 
     def close(self) -> None:
         if self._workers is not None:
@@ -293,21 +313,28 @@ class Workers:
         self.jobs = jobs
         self.pool = None
 
-    def submit(self, texts: list[str]) -> Callable[[], list[int]]:
-        """Start counting ``texts``; call what it returns for the counts. The first batch worth
-        a fork starts the processes; until then (and where there is no fork) this process counts."""
+    def start(self) -> bool:
+        """Load the encoding and fork the processes now (False where there is no fork)."""
         global _LENGTH
         from lookout_cli.tokens import exact_length
 
-        length = exact_length(self.encoding)
+        if self.pool is None and self.jobs > 1:
+            ctx = _fork_context()
+            if ctx is not None:
+                _LENGTH = exact_length(self.encoding)
+                self.pool = ctx.Pool(self.jobs)
+        return self.pool is not None
+
+    def submit(self, texts: list[str]) -> Callable[[], list[int]]:
+        """Start counting ``texts``; call what it returns for the counts. The first batch worth
+        a fork starts the processes; until then (and where there is no fork) this process counts."""
         total = sum(len(t) for t in texts)
-        if self.pool is None:
-            ctx = _fork_context() if self.jobs > 1 and total >= MIN_PARALLEL_CHARS and len(texts) >= 2 else None
-            if ctx is None:
-                counts = [length(t) for t in texts]
-                return lambda: counts
-            _LENGTH = length
-            self.pool = ctx.Pool(self.jobs)
+        if self.pool is None and not (total >= MIN_PARALLEL_CHARS and len(texts) >= 2 and self.start()):
+            from lookout_cli.tokens import exact_length
+
+            length = exact_length(self.encoding)
+            counts = [length(t) for t in texts]
+            return lambda: counts
         # slices of about equal characters, two per worker so a huge block does not stall one
         pieces, bounds, start, acc = self.jobs * 2, [], 0, 0
         step = total / pieces or 1

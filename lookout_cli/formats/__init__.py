@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from lookout_cli.errors import LookoutError
@@ -177,6 +177,11 @@ class Adapter:
 
     def view(self, transcript: Transcript) -> View:
         raise NotImplementedError
+
+    def counted_texts(self, obj: Any) -> Iterable[str]:
+        """Texts of a parsed line that its view would count, known without the lines around it
+        (``count_ahead``); none when the format cannot tell."""
+        return ()
 
     # --- usage only (``measure --usage-only``) -----------------------------------------------
     # Bytes one of which a line holds when it records usage, a compaction or the model (a

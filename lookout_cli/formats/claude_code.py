@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import uuid as _uuid
+from collections.abc import Iterator
 from typing import Any
 
 from lookout_cli.errors import LookoutError
@@ -33,7 +34,7 @@ from lookout_cli.formats.claude_chain import (
     CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, RecentUuids, build_chain, node_of, parse_time, plain, revive,
 )
 from lookout_cli.formats.claude_items import (
-    SETUP_FIELD, TRUNCATED_FIELD, build_view, text_of_result, usage_node, usage_view,
+    SETUP_FIELD, TRUNCATED_FIELD, build_view, counted_texts, text_of_result, usage_node, usage_view,
 )
 from lookout_cli.jsonl import Record, loads_exact
 from lookout_cli.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
@@ -116,6 +117,9 @@ class Adapter(_Base):
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo)
+
+    def counted_texts(self, obj: Any) -> Iterator[str]:
+        return counted_texts(obj)
 
     usage_needles = (b'"usage"', b'"compact_boundary"')
 

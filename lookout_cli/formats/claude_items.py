@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
@@ -95,6 +95,34 @@ def text_of_result(content: Any) -> str:
                     and source.get("type") == "text":
                 parts.append(source["data"])
     return "\n".join(parts)
+
+
+def counted_texts(obj: Any) -> Iterator[str]:
+    """The texts the view would count for a parsed line's message (text, thinking, tool calls
+    and results), read without the chain around it: ``count_ahead`` counts them before the
+    view is built. A text the view builds otherwise is only counted again."""
+    if not isinstance(obj, dict) or obj.get("type") not in ("user", "assistant"):
+        return
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        yield content
+        return
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        btype = type_of(block)
+        if btype == "text" and isinstance(block.get("text"), str):
+            yield block["text"]
+        elif btype == "thinking" and isinstance(block.get("thinking"), str):
+            yield block["thinking"]
+        elif btype == "tool_result":
+            yield text_of_result(block.get("content"))
+        elif btype in CALL_BLOCKS:
+            name = block.get("name") if isinstance(block.get("name"), str) else ""
+            yield name + dumps(block.get("input", {}))
 
 
 class _Builder:

@@ -1,0 +1,161 @@
+"""``measure --jobs N`` counts the end of a large file in the worker processes while the file is
+read (``count_ahead``): the spans give every line to exactly one worker, the texts counted
+ahead are the ones the view counts, and the figures are those of a run without it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+from conftest import REPO, lookout_exe, real_transcripts
+
+from lookout_cli import count_ahead, tokens
+from lookout_cli.commands.measure import measure_input
+from lookout_cli.formats.claude_items import counted_texts
+from lookout_cli.meter import Settings
+from lookout_cli.meter_report import to_dict
+from lookout_cli.options import Run
+
+sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
+from bench.generate import generate  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ahead") / "session.jsonl"
+    generate(path, "claude-code", 0.6)
+    return path
+
+
+def lines_from(data: bytes, start: int) -> list[bytes]:
+    """The lines of ``data`` that start at or after ``start``."""
+    begin = 0 if start == 0 else data.find(b"\n", start - 1) + 1
+    return [line for line in data[begin:].split(b"\n") if line]
+
+
+@pytest.mark.parametrize("step", [1, 7, 100, 4096, 1 << 20])
+@pytest.mark.parametrize("start", [0, 1, 50, 333])
+def test_every_line_goes_to_the_one_span_it_starts_in(tmp_path, step, start):
+    lines = [b"x" * n for n in (0, 1, 5, 300, 2, 0, 999, 17)] + [b"no newline at the end"]
+    data = b"\n".join(lines)
+    path = tmp_path / "lines"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = [line for lo in range(start, len(data), step)
+               for line in count_ahead.line_block(fd, lo, min(lo + step, len(data))).split(b"\n") if line]
+    finally:
+        os.close(fd)
+    assert got == lines_from(data, start)
+
+
+def test_a_line_running_too_far_past_its_span_is_left_to_the_view(tmp_path, monkeypatch):
+    monkeypatch.setattr(count_ahead, "MAX_LINE", 64)
+    data = b"short\n" + b"y" * 1000 + b"\nafter\n"
+    path = tmp_path / "long"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert count_ahead.line_block(fd, 0, 10) == b"short"  # the long line is not read whole
+        assert count_ahead.line_block(fd, 10, len(data)) == b"after\n"
+    finally:
+        os.close(fd)
+
+
+def view_texts(path) -> dict[int, set[str]]:
+    """The texts of each line's items in the whole (not lean) view."""
+    transcript = Run("measure", file=str(path), isolated=True).load(lean=False)
+    texts: dict[int, set[str]] = {}
+    for item in transcript.view().items:
+        texts.setdefault(item.record.lineno, set()).add(item.text)
+    return texts
+
+
+@pytest.mark.parametrize("path", [p for p in real_transcripts() if p.parent.name == "claude-code"],
+                         ids=lambda p: p.name)
+def test_the_texts_counted_ahead_are_the_views(path, session):
+    for source in (path, session):
+        shown = view_texts(source)
+        assert shown
+        for n, raw in enumerate(source.read_bytes().split(b"\n"), 1):
+            if n in shown and raw.strip():
+                assert set(counted_texts(orjson.loads(raw))) <= shown[n], f"{source.name}:{n}"
+
+
+def test_counts_made_ahead_are_exact_and_cover_the_last_quarter(session, monkeypatch):
+    monkeypatch.setattr(count_ahead, "MIN_BYTES", 0)
+    fd = os.open(session, os.O_RDONLY)
+    try:
+        ahead = count_ahead.Ahead.begin(fd, None, "o200k_base", 2)
+        assert ahead is not None
+        counts = ahead.counts()
+        ahead.close()
+    finally:
+        os.close(fd)
+    data = session.read_bytes()
+    assert ahead.start == len(data) - len(data) // count_ahead.SHARE
+    texts = {t for line in lines_from(data, ahead.start) for t in counted_texts(orjson.loads(line)) if t}
+    assert counts == {tokens.memo_key(t): tokens.count(t) for t in texts}
+
+
+def test_no_counting_ahead_for_small_inputs_pipes_or_formats_that_cannot_tell(tmp_path, session, monkeypatch):
+    def begin(path_or_fd, jobs: int = 2) -> bool:
+        fd = os.open(path_or_fd, os.O_RDONLY) if not isinstance(path_or_fd, int) else path_or_fd
+        try:
+            ahead = count_ahead.Ahead.begin(fd, None, "o200k_base", jobs)
+            if ahead is not None:
+                ahead.close()
+            return ahead is not None
+        finally:
+            os.close(fd)
+
+    assert not begin(session)  # under MIN_BYTES
+    monkeypatch.setattr(count_ahead, "MIN_BYTES", 0)
+    read, write = os.pipe()
+    os.write(write, session.read_bytes()[:4096])
+    os.close(write)
+    assert not begin(read)  # a pipe cannot be read at an offset
+    other = tmp_path / "openai.jsonl"
+    generate(other, "openai", 0.2)
+    assert not begin(other)  # the message lists do not say which texts a line holds
+    assert not begin(session, jobs=1)
+    assert begin(session)  # and what none of these stops is counted ahead
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_measure_with_jobs_counts_the_end_ahead_to_the_same_figures(session, cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    settings = Settings(discover_rules=False, now=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+
+    def report(jobs: int) -> dict:
+        meter, _ = measure_input(Run("measure", file=str(session), isolated=True), settings, jobs, cache=cache)
+        return to_dict(meter, str(session), None)
+
+    serial = report(1)
+    monkeypatch.setattr(count_ahead, "MIN_BYTES", 0)
+    taken = []
+    counts = count_ahead.Ahead.counts
+    monkeypatch.setattr(count_ahead.Ahead, "counts", lambda self: taken.append(counts(self)) or taken[-1])
+    if cache:  # a cold cache, as the serial run left none behind with its own folder
+        monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cold"))
+    assert report(2) == serial
+    assert taken and taken[0]  # the view took the counts made ahead
+
+
+def test_standard_input_from_a_large_file_counts_ahead_to_the_same_report(tmp_path):
+    path = tmp_path / "large.jsonl"
+    generate(path, "claude-code", count_ahead.MIN_BYTES / (1 << 20) + 1)
+    reports = []
+    for jobs in ("1", "2"):
+        with open(path, "rb") as stdin:  # standard input a regular file: read at offsets
+            result = subprocess.run([*lookout_exe(), "measure", "--json", "--no-cache", "--no-discover",
+                                     "--now", "2026-01-01T00:00:00Z", "--jobs", jobs],
+                                    stdin=stdin, capture_output=True, timeout=300)
+        assert result.returncode == 0, result.stderr.decode()
+        reports.append(json.loads(result.stdout))
+    assert reports[0] == reports[1]
