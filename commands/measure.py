@@ -67,7 +67,8 @@ files) is not parsed at all: its figures are reused and only the warm-cache time
 out anew; a quiet run (-q, the transcript to standard output, no report) made again the same
 way (arguments, folder, environment, config files) is replayed: the file copied out, the same
 status, without loading the rest of lookout. --no-cache turns all of this off. --jobs N
-counts a cold pass in N processes.
+counts a cold pass in N processes (they count the last quarter of a large file while it is
+read).
 --usage-only parses only the lines that record usage (a fast cost and context check: the
 provider's counts, no parts; usages are taken in file order, not along the conversation's
 branches; other lines are not checked for JSON but with --strict).
