@@ -298,6 +298,15 @@ _LENGTH = None  # the workers' count function: set before the fork, so every wor
 MIN_PARALLEL_CHARS = 2_000_000  # below this a fork costs more than it saves
 
 
+def _leave_interrupts_to_the_parent() -> None:
+    """In a worker: Ctrl-C reaches the whole process group, and a worker it stopped mid-task
+    could leave the pool's queues locked (the parent then waited forever to stop it); the
+    parent is interrupted, terminates the workers and exits 130."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _count_texts(texts: list[str]) -> list[int]:
     length = _LENGTH
     return [length(t) for t in texts]
@@ -322,7 +331,7 @@ class Workers:
             ctx = _fork_context()
             if ctx is not None:
                 _LENGTH = exact_length(self.encoding)
-                self.pool = ctx.Pool(self.jobs)
+                self.pool = ctx.Pool(self.jobs, initializer=_leave_interrupts_to_the_parent)
         return self.pool is not None
 
     def submit(self, texts: list[str]) -> Callable[[], list[int]]:

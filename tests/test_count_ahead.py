@@ -7,8 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import orjson
 import pytest
@@ -147,15 +149,57 @@ def test_measure_with_jobs_counts_the_end_ahead_to_the_same_figures(session, cac
     assert taken and taken[0]  # the view took the counts made ahead
 
 
-def test_standard_input_from_a_large_file_counts_ahead_to_the_same_report(tmp_path):
-    path = tmp_path / "large.jsonl"
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    path = tmp_path_factory.mktemp("large") / "large.jsonl"
     generate(path, "claude-code", count_ahead.MIN_BYTES / (1 << 20) + 1)
+    return path
+
+
+def measure_jobs(path, jobs: str, **kw) -> subprocess.Popen:
+    stdin = open(path, "rb")  # standard input a regular file: read at offsets
+    proc = subprocess.Popen([*lookout_exe(), "measure", "--json", "--no-cache", "--no-discover",
+                             "--now", "2026-01-01T00:00:00Z", "--jobs", jobs],
+                            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    stdin.close()
+    return proc
+
+
+def test_standard_input_from_a_large_file_counts_ahead_to_the_same_report(large):
     reports = []
     for jobs in ("1", "2"):
-        with open(path, "rb") as stdin:  # standard input a regular file: read at offsets
-            result = subprocess.run([*lookout_exe(), "measure", "--json", "--no-cache", "--no-discover",
-                                     "--now", "2026-01-01T00:00:00Z", "--jobs", jobs],
-                                    stdin=stdin, capture_output=True, timeout=300)
-        assert result.returncode == 0, result.stderr.decode()
-        reports.append(json.loads(result.stdout))
+        out, err = measure_jobs(large, jobs).communicate(timeout=300)
+        assert err == b"", err.decode()
+        reports.append(json.loads(out))
     assert reports[0] == reports[1]
+
+
+def test_ctrl_c_while_the_workers_count_stops_at_once_with_130(large):
+    """Ctrl-C reaches the whole process group: a worker it stopped mid-task left the pool's
+    queues locked and the run waited forever; and each worker printed its traceback."""
+    proc = measure_jobs(large, "2", start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.2)  # past the workers' first steps, as a person's Ctrl-C would be
+    assert proc.poll() is None, "the run ended before its workers were seen"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip() == b"lookout: interrupted"
+    assert not children(proc.pid)
+
+
+def children(pid: int) -> list[int]:
+    """The other live processes of the process group ``pid`` leads (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pid:
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            fields = stat.rpartition(")")[2].split()  # after the command's name: state, ppid, pgrp
+            if fields[0] != "Z" and int(fields[2]) == pid:
+                found.append(int(entry))
+    return found
