@@ -17,6 +17,7 @@ from conftest import REPO, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli import jsonl, paths
+from lookout_cli.formats import SNIFF_RECORDS
 from lookout_cli.commands.measure import measure_input
 from lookout_cli.meter import Settings
 from lookout_cli.meter_report import to_dict
@@ -67,16 +68,25 @@ def lines_of(path) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
+    """A generated session of at least 2 * SNIFF_RECORDS lines. Its text is the repository's
+    own, so its line sizes move with every commit: 0.6 MB once held only 68 lines."""
     path = tmp_path_factory.mktemp("memo") / "session.jsonl"
-    generate(path, "claude-code", 0.6)
+    size = 0.6
+    generate(path, "claude-code", size)
+    while len(lines_of(path)) < 2 * SNIFF_RECORDS:
+        size *= 2
+        generate(path, "claude-code", size)
     return path
 
 
 @pytest.fixture
 def grown(tmp_path, session):
-    """A copy of the generated session cut at 60% of its lines, and the rest."""
+    """A copy of the generated session cut at 60% of its lines, and the rest. The part measured
+    first holds SNIFF_RECORDS lines at least: the format is then told from lines as they are
+    read, which a memo needs to be resumed (a shorter file is sniffed at its end and read whole
+    again when it grows)."""
     lines = lines_of(session)
-    cut = len(lines) * 6 // 10
+    cut = max(len(lines) * 6 // 10, SNIFF_RECORDS)
     path = tmp_path / "grown.jsonl"
     path.write_bytes(b"".join(lines[:cut]))
     return path, b"".join(lines[cut:])
