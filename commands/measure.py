@@ -200,39 +200,41 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
         if remembered else None
-    if not settings.estimate and (memo is None or not memo.known) and _input_bytes(run) >= TOKENIZER_FIRST_BYTES:
-        # a large file measured for the first time: its text will be counted, so load the
-        # tokenizer before the lines are read, while memory is low: the 25 MB table tiktoken is
-        # built from (let go of once built) then never sits on top of the lines' summaries
+    cold = not settings.estimate and (memo is None or not memo.known)  # its text will be counted
+    if cold and _input_bytes(run) >= TOKENIZER_FIRST_BYTES:
+        # a large file measured for the first time: load the tokenizer before the lines are
+        # read, while memory is low: the 25 MB table tiktoken is built from (let go of once
+        # built) then never sits on top of the lines' summaries
         from lookout_cli.tokens import encoding_for_model, get_encoding
 
         get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
-    ahead = _count_ahead(run, settings, jobs) \
-        if jobs > 1 and not settings.estimate and (memo is None or not memo.known) else None
+    ahead = None
+    if cold and jobs > 1:  # the workers count the input's end while it is read
+        from lookout_cli import count_ahead
+        from lookout_cli.tokens import encoding_for_model
+
+        ahead = count_ahead.start(run.file if run.source is not None else None, run.format_name,
+                                  encoding_for_model(settings.model), jobs, cache)
     sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs, ahead)
     try:
         transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
         transcript.original = transcript.records  # measure changes nothing: no copy to compare with
         transcript.sink = sink
-        try:
-            view = transcript.view()
-            counter = sink.finish(view)
-            # the view is built and counted: the lines' nodes are read no more, but by the memo
-            # (which lets go of each as it writes it); what the meter builds takes their room
-            if remembered and run.clean and transcript.memo is not None:
-                transcript.memo.save(transcript)
-            for record in transcript.records:
-                record.node = None
-            meter = measure_view(view, settings, counter=counter)
-        finally:
-            if sink.ahead is not None:  # the run stopped before the view was counted
-                sink.ahead.close()
-            close = getattr(sink.counter, "close", None)
-            if close is not None:
-                close()  # writes the new counts to the cache in one transaction
+        view = transcript.view()
+        counter = sink.finish(view)
+        # the view is built and counted: the lines' nodes are read no more, but by the memo
+        # (which lets go of each as it writes it); what the meter builds takes their room
+        if remembered and run.clean and transcript.memo is not None:
+            transcript.memo.save(transcript)
+        for record in transcript.records:
+            record.node = None
+        meter = measure_view(view, settings, counter=counter)
     finally:
-        if ahead is not None:
-            ahead.release()
+        if sink.ahead is not None:  # the run stopped before the view took what was counted ahead
+            sink.ahead.close()
+        close = getattr(sink.counter, "close", None)
+        if close is not None:
+            close()  # writes the new counts to the cache in one transaction
     if remembered and run.clean:
         measured = sum(r.size for r in transcript.records)
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
@@ -250,23 +252,6 @@ def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript
     adapter = transcript.adapter
     view = adapter.usage_view(kept) if adapter is not None else View(format="unknown")
     return measure_usage(view, settings), transcript
-
-
-def _count_ahead(run: Run, settings: Settings, jobs: int):
-    """A cold exact run with --jobs: the workers start on the end of a large regular file
-    while it is read (count_ahead); None when that does not apply."""
-    from lookout_cli.count_ahead import Ahead
-    from lookout_cli.tokens import encoding_for_model
-
-    try:
-        fd = os.open(run.file, os.O_RDONLY) if run.source is not None else sys.stdin.fileno()
-    except (OSError, AttributeError, ValueError):
-        return None
-    ahead = Ahead.begin(fd, run.format_name, encoding_for_model(settings.model), jobs,
-                        own_fd=run.source is not None)
-    if ahead is None and run.source is not None:
-        os.close(fd)
-    return ahead
 
 
 def _input_bytes(run: Run) -> int:

@@ -6,8 +6,9 @@ run passed on one core before a worker had anything to count. So when the input 
 regular file in a format that can say which texts a line holds on its own
 (``Adapter.counted_texts``), the workers are started before the read and given the file's
 last quarter: each reads the lines that start in its span, counts their texts and sends
-back the counts under ``tokens.memo_key``, which ``CachedCounter.learn`` takes in; the view's
-batches then leave those texts out. The end of the file, not its start: the lines the chain
+back the counts under the keys the counter keeps counts by (the block cache's, else
+``tokens.memo_key``), which ``CachedCounter.learn`` takes in; the view's batches then leave
+those texts out. The end of the file, not its start: the lines the chain
 shows are the last ones (after the last compaction), and the view reaches them last, when
 their counts are in. A text counted ahead that the view does not show costs only its time; the
 counts are keyed by content, so a file that changes meanwhile gives no wrong count.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,10 +56,12 @@ def line_block(fd: int, lo: int, hi: int) -> bytes:
     return data.rpartition(b"\n")[0]  # the long line is left out
 
 
-def count_span(span: tuple[int, int, int]) -> list[tuple[object, int]]:
-    """In a worker: (memo key, count) of each distinct text of the lines starting in the span."""
-    fd, lo, hi = span
+def count_span(span: tuple[int, int, int, str | None]) -> list[tuple[object, int]]:
+    """In a worker: (key, count) of each distinct text of the lines starting in the span; the
+    key is the block cache's for the encoding named last, else ``tokens.memo_key``."""
+    fd, lo, hi, cached = span
     length = token_cache._LENGTH
+    key_of = (lambda text: token_cache.block_key(cached, text)) if cached else memo_key
     counts: dict[object, int] = {}
     for line in line_block(fd, lo, hi).split(b"\n"):
         try:
@@ -66,28 +70,41 @@ def count_span(span: tuple[int, int, int]) -> list[tuple[object, int]]:
             continue
         for text in _ADAPTER.counted_texts(obj):
             if text:
-                key = memo_key(text)
+                key = key_of(text)
                 if key not in counts:
                     counts[key] = length(text)
     return list(counts.items())
+
+
+def start(file: str | None, format_name: str | None, encoding: str, jobs: int, cached: bool) -> Ahead | None:
+    """``Ahead.begin`` on FILE (None: standard input)."""
+    try:
+        fd = os.open(file, os.O_RDONLY) if file is not None else sys.stdin.fileno()
+    except (OSError, AttributeError, ValueError):
+        return None
+    try:
+        return Ahead.begin(fd, format_name, encoding, jobs, cached)
+    finally:
+        if file is not None:  # the workers were forked with their own copy of it
+            os.close(fd)
 
 
 class Ahead:
     """Counts of the input's last quarter, being made by ``workers``: the counter adopts the
     workers and learns the counts before the view's batches reach the lines they come from."""
 
-    def __init__(self, workers: token_cache.Workers, pending, start: int, fd: int, own_fd: bool) -> None:
+    def __init__(self, workers: token_cache.Workers, pending, start: int, cached: bool) -> None:
         self.workers = workers
         self.pending = pending
         self.start = start  # the offset from which lines were counted ahead
-        self.fd, self.own_fd = fd, own_fd
+        self.cached = cached  # keyed for the block cache (else by memo key)
 
     @classmethod
     def begin(cls, fd: int, format_name: str | None, encoding: str, jobs: int,
-              own_fd: bool = False) -> Ahead | None:
+              cached: bool = False) -> Ahead | None:
         """Start counting the end of the input open as ``fd`` (None when it is not a large
-        regular file in a format that tells its texts, or there is no fork). ``own_fd``:
-        ``release`` closes it."""
+        regular file in a format that tells its texts, or there is no fork); ``cached``: keyed
+        for a counter with the block cache."""
         global _ADAPTER
         from lookout_cli.formats import Adapter, detect, load_adapter
         from lookout_cli.jsonl import Record
@@ -112,8 +129,9 @@ class Ahead:
             return None
         start = info.st_size - (info.st_size - first) // SHARE
         step = -(-(info.st_size - start) // (2 * jobs))  # two spans a worker
-        spans = [(fd, lo, min(lo + step, info.st_size)) for lo in range(start, info.st_size, step)]
-        return cls(workers, workers.pool.map_async(count_span, spans, chunksize=1), start, fd, own_fd)
+        spans = [(fd, lo, min(lo + step, info.st_size), encoding if cached else None)
+                 for lo in range(start, info.st_size, step)]
+        return cls(workers, workers.pool.map_async(count_span, spans, chunksize=1), start, cached)
 
     def due(self, records: Iterable[Any]) -> bool:
         """Whether the counts are in, or a batch holds a line from where they were counted."""
@@ -135,9 +153,3 @@ class Ahead:
     def close(self) -> None:
         """Stop the workers (what they count ahead is not needed)."""
         self.workers.close(kill=True)
-
-    def release(self) -> None:
-        """The run is over: close the descriptor the workers read (when it was opened for them)."""
-        if self.own_fd:
-            os.close(self.fd)
-            self.own_fd = False

@@ -66,7 +66,7 @@ class CountingSink:
     def _make_counter(self, view: View) -> None:
         self.counter = self.make_counter(view.model)
         adopt = getattr(self.counter, "adopt", None)
-        if self.ahead is not None and not (adopt is not None and adopt(self.ahead.workers)):
+        if self.ahead is not None and not (adopt is not None and adopt(self.ahead)):
             self.ahead.close()  # counted in another encoding than the view's model's
             self.ahead = None
 

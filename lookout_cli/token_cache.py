@@ -126,6 +126,12 @@ class TokenCache:
         if len(self._pending) >= PENDING_MAX:
             self.flush()
 
+    def add(self, counts: dict[bytes, int]) -> None:
+        """Counts made elsewhere, by their keys."""
+        self._pending.update(counts)
+        if len(self._pending) >= PENDING_MAX:
+            self.flush()
+
     def count(self, text: str, counter: Callable[[str], int]) -> int:
         """``text``'s count from the cache, else ``counter(text)`` (remembered)."""
         key = self.key(text)
@@ -190,7 +196,6 @@ class CachedCounter:
         self._memo_hits = 0
         self._tokenized = 0  # texts tokenized in this process
         self._workers: Workers | None = None  # ``count_later``'s processes, kept for the run
-        self._ahead: dict[object, int] = {}  # counts made before the view, by memo key (count_ahead)
 
     @property
     def hits(self) -> int:
@@ -235,10 +240,6 @@ class CachedCounter:
             if key is None or key in todo:
                 continue
             known = cache.get(t, key) if cache is not None else self._memo.get(key)
-            if known is None and self._ahead:
-                known = self._ahead.get(memo_key(t))
-                if known is not None:
-                    cache.put(t, known, key)
             if known is None:
                 todo[key] = t
         fresh = list(todo.values())
@@ -258,20 +259,23 @@ class CachedCounter:
 
         return wait
 
-    def adopt(self, workers: Workers) -> bool:
-        """Count later in ``workers`` (started before this counter was made) if they count
-        in this counter's encoding and none are running yet."""
-        if self._workers is not None or workers.encoding != self.encoding:
+    def adopt(self, ahead) -> bool:
+        """Count later in the workers of ``ahead`` (count_ahead.Ahead, started before this
+        counter was made) if none run yet and theirs are this counter's counts: the same
+        encoding, keyed as this counter keys them (``learn``)."""
+        if self._workers is not None or ahead.workers.encoding != self.encoding \
+                or ahead.cached != (self.cache is not None):
             return False
-        self._workers = workers
+        self._workers = ahead.workers
         return True
 
-    def learn(self, counts: dict[object, int]) -> None:
-        """Counts of this encoding made elsewhere, by ``tokens.memo_key`` (count_ahead)."""
+    def learn(self, counts: dict) -> None:
+        """Counts made elsewhere (count_ahead), keyed as this counter keys them: by the block
+        cache's keys, else by ``tokens.memo_key``."""
         if self.cache is None:
-            self._memo.update(counts)  # the same keys
+            self._memo.update(counts)
         else:
-            self._ahead.update(counts)
+            self.cache.add(counts)
 
     def close(self) -> None:
         if self._workers is not None:

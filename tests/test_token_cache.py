@@ -188,3 +188,16 @@ def test_the_view_sink_keeps_at_most_two_batches_away(monkeypatch):
     assert max(away) == ic.IN_FLIGHT and len(away) > ic.IN_FLIGHT
     assert [i.tokens for i in items] == [tokens.count(t) for t in texts]
     counter.close()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_counts_learned_are_taken_under_the_counters_own_keys(tmp_path, cached):
+    """count_ahead's workers key what they count as the counter does (the block cache's keys,
+    else memo keys): a count learned so is the one given, and nothing is tokenized again."""
+    cache = TokenCache("o200k_base", tmp_path / "c.sqlite3") if cached else None
+    counter = CachedCounter(tokens.TokenCounter("o200k_base"), cache)
+    key = (lambda t: block_key("o200k_base", t)) if cached else tokens.memo_key
+    counter.learn({key(t): 1000 + n for n, t in enumerate(TEXTS)})  # not their counts: seen if taken
+    assert counter.count_later(TEXTS, jobs=2)() == [1000 + n for n in range(len(TEXTS))]
+    assert counter.misses == 0
+    counter.close()

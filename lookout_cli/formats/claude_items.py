@@ -97,6 +97,12 @@ def text_of_result(content: Any) -> str:
     return "\n".join(parts)
 
 
+def call_text(block: dict) -> str:
+    """A tool call's countable text: its name and its input as compact JSON."""
+    name = block.get("name") if isinstance(block.get("name"), str) else ""
+    return name + dumps(block.get("input", {}))
+
+
 def counted_texts(obj: Any) -> Iterator[str]:
     """The texts the view would count for a parsed line's message (text, thinking, tool calls
     and results), read without the chain around it: ``count_ahead`` counts them before the
@@ -121,8 +127,7 @@ def counted_texts(obj: Any) -> Iterator[str]:
         elif btype == "tool_result":
             yield text_of_result(block.get("content"))
         elif btype in CALL_BLOCKS:
-            name = block.get("name") if isinstance(block.get("name"), str) else ""
-            yield name + dumps(block.get("input", {}))
+            yield call_text(block)
 
 
 class _Builder:
@@ -362,8 +367,8 @@ class _Builder:
             elif btype in CALL_BLOCKS:
                 name = block.get("name") if isinstance(block.get("name"), str) else ""
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
-                self.add(record, "assistant", TOOL_CALL, name + dumps(block.get("input", {})), path,
-                         timestamp=ts, tool=name or None, call_id=call_id)
+                self.add(record, "assistant", TOOL_CALL, call_text(block), path, timestamp=ts,
+                         tool=name or None, call_id=call_id)
             elif btype and btype.endswith("_tool_result") and isinstance(block.get("tool_use_id"), str):
                 self.add(record, "assistant", TOOL_RESULT, text_of_result(block.get("content"))
                          or dumps(block.get("content")), path, timestamp=ts,
