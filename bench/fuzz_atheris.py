@@ -24,9 +24,9 @@ import atheris
 REPO = Path(__file__).resolve().parent.parent
 
 with atheris.instrument_imports(include=["lookout_cli"]):
-    from lookout_cli.errors import LookoutError
+    from lookout_cli.core.errors import LookoutError
+    from lookout_cli.core.jsonl import read_records
     from lookout_cli.formats import ADAPTERS, Transcript, load_adapter
-    from lookout_cli.jsonl import read_records
 
 sys.path.insert(0, str(REPO / "tests"))
 from test_reliability_harness import assert_new_lines_are_json, clear_and_write  # noqa: E402

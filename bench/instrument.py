@@ -2,7 +2,7 @@
 
     BENCH_TOKENIZED=stats.json python -m bench.instrument compact --max-tokens 100000 < FILE
 
-Wraps lookout's count function (``tokens.exact_length``: it reads counts off tiktoken's core,
+Wraps lookout's count function (``tokens.tokenizer.exact_length``: it reads counts off tiktoken's core,
 not through ``Encoding``) and ``tiktoken.Encoding.encode_ordinary`` and ``encode`` (for any other
 caller) to add up the characters and calls, each text once; then runs the lookout CLI. The
 totals are written to $BENCH_TOKENIZED at exit.
@@ -19,7 +19,7 @@ import sys
 def main() -> None:
     import tiktoken
 
-    from lookout_cli import tokens
+    from lookout_cli.tokens import tokenizer as tokens
 
     seen = {"chars": 0, "calls": 0}
     counting = [False]  # inside lookout's count function (whose fallback is encode_ordinary)

@@ -25,7 +25,7 @@ import orjson
 
 def _encoder():
     """o200k built from lookout's shipped rank file (the only offline source on this machine)."""
-    from lookout_cli.tokens import get_encoding
+    from lookout_cli.tokens.tokenizer import get_encoding
 
     return get_encoding("o200k_base").encode_ordinary
 
@@ -109,9 +109,9 @@ def pass_measure(stream, exact: bool = True) -> dict:
 
 
 def pass_tail(path: str) -> dict:
-    """The incremental reference: lookout_cli.measure_state's offset, guard and running totals;
+    """The incremental reference: lookout_cli.meter.state's offset, guard and running totals;
     the encoding loads only when new text must be counted."""
-    from lookout_cli import measure_state as ms
+    from lookout_cli.meter import state as ms
 
     key = "bench-reference-o200k"
     plan = ms.plan(path, key)
@@ -127,8 +127,8 @@ def pass_tail(path: str) -> dict:
 
 
 def pass_cached(stream) -> dict:
-    """Every line parsed, every block looked up in lookout_cli.token_cache before tokenizing."""
-    from lookout_cli.token_cache import TokenCache
+    """Every line parsed, every block looked up in lookout_cli.tokens.cache before tokenizing."""
+    from lookout_cli.tokens.cache import TokenCache
 
     encode = None
     tokens = blocks = chars = lines = 0

@@ -533,8 +533,9 @@ def table(rows: list[Row]) -> str:
 
 def machine() -> str:
     try:
-        import tiktoken  # noqa: F401
         from importlib.metadata import version
+
+        import tiktoken  # noqa: F401
         tk = version("tiktoken")
     except Exception:  # pragma: no cover
         tk = "?"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import click
 
-from lookout_cli.budget import parse_size
-from lookout_cli.clearing import clear_cost, clear_item
-from lookout_cli.errors import LookoutError
-from lookout_cli.image_budget import ALWAYS_KEEP_RECENT, DEFAULT_BUDGETS, plan_clearing, provider_of
-from lookout_cli.image_repair import repair_images
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.saved import human_size
+from lookout_cli.core.units import parse_size
+from lookout_cli.formats.clearing import clear_cost, clear_item
+from lookout_cli.formats.view import IMAGE
+from lookout_cli.images.budget import ALWAYS_KEEP_RECENT, DEFAULT_BUDGETS, plan_clearing, provider_of
+from lookout_cli.images.repair import repair_images
 from lookout_cli.options import Run, filter_options
-from lookout_cli.saved import human_size
-from lookout_cli.tokens import TokenCounter
-from lookout_cli.view import IMAGE
+from lookout_cli.tokens.tokenizer import TokenCounter
 
 
 @click.command(epilog="""\b

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from lookout_cli.compact_plan import STAGES
-from lookout_cli.errors import LookoutError
+from lookout_cli.compaction.plan import STAGES
+from lookout_cli.core.errors import LookoutError
 from lookout_cli.options import Run, filter_options
 
 EPILOG = """\b
@@ -112,8 +112,9 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     Codex a compacted record, message lists are rewritten. With --dry-run it prints what each
     stage would clear, save and keep, and writes nothing.
     """
-    from lookout_cli import compactor, prepared, summarizers
-    from lookout_cli.meter import parse_time
+    from lookout_cli.compaction import engine as compactor
+    from lookout_cli.compaction import prepared, summarizers
+    from lookout_cli.core.times import parse_time
 
     now = None
     if now_text:
@@ -162,7 +163,7 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
 
 
 def _tell(run: Run, result) -> None:
-    from lookout_cli import compactor
+    from lookout_cli.compaction import engine as compactor
 
     head = compactor.summary_of(result)
     if run.dry_run and result.changed:
@@ -193,11 +194,11 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
                      estimate: bool = False, tokenize_all=None, now=None, jobs=None):
     """The compaction options from flags (None: not given), the config file and the defaults.
     prepare-idle builds its options here too, so both commands read the same keys."""
-    from lookout_cli import compactor
+    from lookout_cli.compaction import engine as compactor
 
     threshold = run.setting("compaction.threshold_percent", threshold_percent)
     if threshold is not None:
-        from lookout_cli.budget import parse_percent
+        from lookout_cli.core.units import parse_percent
 
         try:
             threshold = parse_percent(threshold)

@@ -10,13 +10,17 @@ import sys
 import click
 import orjson
 
-from lookout_cli.errors import CheckFailed, LookoutError
-from lookout_cli import meter_snapshot, replay
+from lookout_cli.core.errors import CheckFailed, LookoutError
+from lookout_cli.core.term import wants_color
+from lookout_cli.core.times import parse_time
 from lookout_cli.formats import Transcript
-from lookout_cli.meter import PRESETS, Meter, Settings, last_timed, measure as measure_view, measure_usage, parse_time
-from lookout_cli.meter_report import SCHEMA_TEXT, render, to_dict
+from lookout_cli.meter import replay
+from lookout_cli.meter import snapshot as meter_snapshot
+from lookout_cli.meter.analysis import PRESETS, Meter, Settings, measure_usage
+from lookout_cli.meter.analysis import measure as measure_view
+from lookout_cli.meter.cost import last_timed
+from lookout_cli.meter.report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options, write_stdout
-from lookout_cli.term import wants_color
 
 TOKENIZER_FIRST_BYTES = 64 << 20  # inputs from this size load the tokenizer before reading
 
@@ -148,7 +152,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache)
     report = to_dict(meter, run.source, fail_at)
     if plot_path:
-        from lookout_cli.plot import draw
+        from lookout_cli.meter.plot import draw
 
         try:
             draw(meter, plot_path)
@@ -195,8 +199,8 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
     if meter is not None:
         return meter, None
-    from lookout_cli.item_counts import CountingSink  # not needed when the figures are reused
-    from lookout_cli.line_memo import LineMemo
+    from lookout_cli.meter.item_counts import CountingSink  # not needed when the figures are reused
+    from lookout_cli.meter.line_memo import LineMemo
 
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
         if remembered else None
@@ -205,13 +209,13 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         # a large file measured for the first time: load the tokenizer before the lines are
         # read, while memory is low: the 25 MB table tiktoken is built from (let go of once
         # built) then never sits on top of the lines' summaries
-        from lookout_cli.tokens import encoding_for_model, get_encoding
+        from lookout_cli.tokens.tokenizer import encoding_for_model, get_encoding
 
         get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
     ahead = None
     if cold and jobs > 1:  # the workers count the input's end while it is read
-        from lookout_cli import count_ahead
-        from lookout_cli.tokens import encoding_for_model
+        from lookout_cli.meter import count_ahead
+        from lookout_cli.tokens.tokenizer import encoding_for_model
 
         ahead = count_ahead.start(run.file if run.source is not None else None, run.format_name,
                                   encoding_for_model(settings.model), jobs, cache)
@@ -245,7 +249,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
 def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript]:
     """``--usage-only``: the meter of the provider's recorded counts, from the lines that
     record them (``Adapter.usage_needles``); the rest of the transcript is passed, not parsed."""
-    from lookout_cli.view import View  # not on the path that reuses an unchanged file's figures
+    from lookout_cli.formats.view import View  # not on the path that reuses an unchanged file's figures
 
     transcript, kept = run.load_usage()
     transcript.original = transcript.records  # nothing changes
@@ -263,15 +267,15 @@ def _input_bytes(run: Run) -> int:
 
 
 def make_counter(model: str | None, settings: Settings, jobs: int = 1, cache: bool = True):
-    """The token counter for ``model`` (lookout_cli.token_cache.counter_for)."""
-    from lookout_cli.token_cache import counter_for
+    """The token counter for ``model`` (lookout_cli.tokens.cache.counter_for)."""
+    from lookout_cli.tokens.cache import counter_for
 
     return counter_for(model, exact=not settings.estimate, cache=cache, jobs=jobs)
 
 
 def count_key(model: str | None, settings: Settings) -> tuple:
     """What the counts ``make_counter`` gives for ``model`` depend on (the line memo's key)."""
-    from lookout_cli.tokens import encoding_for_model
+    from lookout_cli.tokens.tokenizer import encoding_for_model
 
     return encoding_for_model(model), not settings.estimate
 

@@ -11,10 +11,13 @@ from pathlib import Path
 
 import click
 
-from lookout_cli.config import Config
-from lookout_cli.errors import CheckFailed, LookoutError
-from lookout_cli.memory_project import agent_scope, everywhere_scope, resolve_project
-from lookout_cli.memory_store import (
+from lookout_cli.core.config import Config
+from lookout_cli.core.errors import CheckFailed, LookoutError
+from lookout_cli.core.secrets import RULE_IDS
+from lookout_cli.core.term import Reporter
+from lookout_cli.core.times import parse_time
+from lookout_cli.memory.project import agent_scope, everywhere_scope, resolve_project
+from lookout_cli.memory.store import (
     AUTHORS,
     FORGOTTEN_DAYS,
     MAX_LIST_BYTES,
@@ -31,7 +34,6 @@ from lookout_cli.memory_store import (
     format_time,
     note_key,
     now,
-    parse_time,
     resolve_ref,
     sent_split,
     slugify,
@@ -39,8 +41,6 @@ from lookout_cli.memory_store import (
     utf8_safe,
 )
 from lookout_cli.options import Run, common_options, filter_options
-from lookout_cli.secrets import RULE_IDS
-from lookout_cli.term import Reporter
 
 SCOPE_HELP = """\b
 Scopes (default: the project of the working folder):
@@ -131,7 +131,7 @@ class Ctx:
         return res.scope
 
     def all_scopes(self) -> list[Scope]:
-        from lookout_cli.memory_project import known_scopes
+        from lookout_cli.memory.project import known_scopes
 
         return known_scopes()
 
@@ -497,7 +497,7 @@ def edit(ref, note, details, details_file, no_details, verified, by, allow_secre
             if edited is None:
                 ctx.say("memory: unchanged")
                 return
-            from lookout_cli.memory_store import parse_memory
+            from lookout_cli.memory.store import parse_memory
 
             parsed = parse_memory(edited, mem_id)
             new_note = check_note(parsed.note)
@@ -702,7 +702,7 @@ Examples:
 @common_options
 def tidy(include_mine, everywhere, project_dir, agent_name, dry_run, check, **common):
     """Merge, rewrite and forget stale memories in a scope."""
-    from lookout_cli.memory_tidy import plan_tidy
+    from lookout_cli.memory.tidy import plan_tidy
 
     ctx = Ctx(dry_run=dry_run, check=check, **common)
     if everywhere and not include_mine:
@@ -737,7 +737,7 @@ def export(output, as_git, with_forgotten, everywhere, project_dir, agent_name, 
     projects/NAME/, agents/NAME/), each with MEMORY.md and its memory files, ready for
     lookout memory import on another machine.
     """
-    from lookout_cli.memory_exchange import export_scopes
+    from lookout_cli.memory.exchange import export_scopes
 
     ctx = Ctx(dry_run=dry_run, check=check, **common)
     scopes = ctx.all_scopes() if all_scopes else [ctx.scope(everywhere, project_dir, agent_name, create=False)]
@@ -777,7 +777,7 @@ def import_(source, allow_secret, everywhere, project_dir, agent_name, dry_run, 
     Everywhere and each project into its project. A zip with paths outside itself, links, or
     entries too large to be memories is refused without writing anything.
     """
-    from lookout_cli.memory_exchange import import_source
+    from lookout_cli.memory.exchange import import_source
 
     ctx = Ctx(dry_run=dry_run, check=check, **common)
     chosen = everywhere or project_dir is not None or agent_name is not None
@@ -817,7 +817,7 @@ def sync(folder, allow_secret, everywhere, project_dir, agent_name, dry_run, che
     project must be a git repository: a folder outside git stays on its machine). The
     secret check runs on everything that comes in.
     """
-    from lookout_cli.memory_exchange import sync_scope
+    from lookout_cli.memory.exchange import sync_scope
 
     ctx = Ctx(dry_run=dry_run, check=check, **common)
     if everywhere or project_dir is not None or agent_name is not None:
@@ -831,7 +831,7 @@ def sync(folder, allow_secret, everywhere, project_dir, agent_name, dry_run, che
             ctx.say("memory: the working folder is not in git; its project memory stays on this machine")
     for scope in scopes:
         if scope.kind == "project":
-            from lookout_cli.memory_project import identify
+            from lookout_cli.memory.project import identify
 
             ident = identify(project_dir)
             if not ident.in_git:
@@ -952,7 +952,7 @@ def learn(run: Run, project_dir, agent_name):
     The transcript passes through unchanged. Each prompt is learned from once (running it
     again saves nothing), so it is safe in a hook that runs after every turn.
     """
-    from lookout_cli.memory_tidy import learn_from_prompts
+    from lookout_cli.memory.tidy import learn_from_prompts
 
     transcript = run.load()
     if transcript.adapter is None:

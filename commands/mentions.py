@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from lookout_cli import mention_resolve as mr
-from lookout_cli.imaging import DEFAULT_MAX_SIDE, PROVIDERS
+from lookout_cli.formats.view import IMAGE, NOTICE, TEXT, Item, View
+from lookout_cli.images.fit import DEFAULT_MAX_SIDE, PROVIDERS
+from lookout_cli.mentions import resolve as mr
 from lookout_cli.options import Run, filter_options
-from lookout_cli.view import IMAGE, NOTICE, TEXT, Item, View
 
 # Which provider's image rules apply when --provider is not given.
 FORMAT_PROVIDER = {"claude-code": "anthropic", "anthropic": "anthropic", "codex": "openai", "openai": "openai",
@@ -194,7 +194,7 @@ def _settings(run: Run, view: View, root: str | None, allow_secret, include_igno
 
 
 def _counter(estimate: bool):
-    from lookout_cli import tokens
+    from lookout_cli.tokens import tokenizer as tokens
 
     return tokens.estimate if estimate else tokens.count
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import click
 import orjson
 
-from lookout_cli.errors import CheckFailed, LookoutError
+from lookout_cli.core.errors import CheckFailed, LookoutError
+from lookout_cli.core.times import parse_time
 from lookout_cli.options import Run, filter_options, write_stdout
 
 MODES = ("prepare", "compact", "off")
@@ -132,7 +133,6 @@ def prepare_idle(run: Run, mode, now_text, cache_ttl, daily_resets, min_tokens, 
     again, never across a daily reset) and reports the cost of coming back cold; --on-ping and
     --on-prepare let a scheduler or agent wrapper act on the plan.
     """
-    from lookout_cli import idle_plan
 
     mode = str(run.setting("idle.mode", mode, "prepare")).strip().lower()
     if mode not in MODES:
@@ -144,7 +144,7 @@ def prepare_idle(run: Run, mode, now_text, cache_ttl, daily_resets, min_tokens, 
         raise click.UsageError("--json prints the report on standard output: use -o FILE for the transcript")
     now = dt.datetime.now(dt.timezone.utc)
     if now_text:
-        now = idle_plan.parse_time(now_text)
+        now = parse_time(now_text)
         if now is None:
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2026-11-29T10:04:00Z")
     settings = _Settings.read(run, mode, cache_ttl, daily_resets, min_tokens, lead, ping_margin, on_ping,
@@ -175,7 +175,7 @@ class _Settings:
     @classmethod
     def read(cls, run: Run, mode, cache_ttl, daily_resets, min_tokens, lead, ping_margin, on_ping, on_prepare,
              hook_timeout) -> _Settings:
-        from lookout_cli import idle_plan
+        from lookout_cli.compaction import idle_plan
 
         ttl = run.setting("idle.cache_ttl", cache_ttl)
         if ttl is not None:
@@ -197,7 +197,7 @@ class _Settings:
         )
 
     def resets_for(self, provider: str | None) -> list[str]:
-        from lookout_cli import idle_plan
+        from lookout_cli.compaction import idle_plan
 
         resets = self.resets
         if isinstance(resets, dict):
@@ -238,15 +238,15 @@ class _Chat:
     tokens: int
     basis: str  # "provider" (the last response's usage) or "estimated"
     last_response: dt.datetime | None
-    model: object  # lookout_cli.models.Model
+    model: object  # lookout_cli.tokens.models.Model
     tier: str
     tier_source: str  # recorded | config | model | default
 
 
 def _read_chat(view, settings: _Settings, model_name: str | None, models_config) -> _Chat:
-    from lookout_cli import meter
-    from lookout_cli.idle_plan import parse_time
-    from lookout_cli.models import lookup
+    from lookout_cli.meter import analysis as meter
+    from lookout_cli.meter.cost import cache_tier
+    from lookout_cli.tokens.models import lookup
 
     usage = view.usages[-1] if view.usages else None
     name = model_name or view.model or (usage.model if usage else None)
@@ -254,14 +254,14 @@ def _read_chat(view, settings: _Settings, model_name: str | None, models_config)
     if usage is not None and meter.stale_reason(view, meter.locate(view, usage)) is None:
         tokens, basis = usage.prompt + usage.output, "provider"
     else:  # no usage, or it predates a compaction or a clearing: estimate what the chat holds now
-        from lookout_cli.tokens import estimate
+        from lookout_cli.tokens.tokenizer import estimate
 
         tokens, basis = sum(estimate(item.text) for item in view.items if item.text), "estimated"
     when = parse_time(usage.timestamp) if usage is not None else None
     if when is None:
         stamps = [i.timestamp for i in view.items if i.role == "assistant" and i.timestamp]
         when = parse_time(stamps[-1]) if stamps else parse_time(view.last_timestamp)
-    recorded = meter.cache_tier(view.usages, None)
+    recorded = cache_tier(view.usages, None)
     if recorded is not None and recorded[1] == "recorded":
         tier, source = recorded
     elif settings.cache_ttl:
@@ -275,7 +275,7 @@ def _read_chat(view, settings: _Settings, model_name: str | None, models_config)
 
 def _prices(model, tokens: int):
     """The model's prices for a prompt this size (long-context rates past its threshold)."""
-    from lookout_cli.idle_plan import Prices
+    from lookout_cli.compaction.idle_plan import Prices
 
     long = model.long_context_threshold is not None and tokens > model.long_context_threshold
 
@@ -322,7 +322,7 @@ class _Idle:
 
     # --- deciding ---
     def decide(self) -> None:
-        from lookout_cli import idle_plan, prepared
+        from lookout_cli.compaction import idle_plan, prepared
 
         run, transcript, s = self.run, self.transcript, self.settings
         if s.mode == "off":
@@ -370,7 +370,7 @@ class _Idle:
         self._warm_or(self._act)
 
     def _expired(self) -> None:
-        from lookout_cli import prepared
+        from lookout_cli.compaction import prepared
 
         p = self.plan
         kept = prepared.find(self.run.store, self.transcript)
@@ -407,7 +407,7 @@ class _Idle:
         self.changes += 1
         ok = self._hook("on-ping", self.settings.on_ping, [])
         if ok and not self.run.dry_run:
-            from lookout_cli import prepared
+            from lookout_cli.compaction import prepared
 
             prepared.record_read(self.transcript, self.now)
         if ok:
@@ -424,7 +424,7 @@ class _Idle:
             self._prepare_summary()
 
     def _summarizer(self):
-        from lookout_cli import summarizers
+        from lookout_cli.compaction import summarizers
 
         f, run = self.compact_flags, self.run
         try:
@@ -441,7 +441,8 @@ class _Idle:
                                 self.compact_flags.get("instructions"), self.now)
 
     def _prepare_summary(self) -> None:
-        from lookout_cli import compactor, prepared
+        from lookout_cli.compaction import engine as compactor
+        from lookout_cli.compaction import prepared
 
         run, p = self.run, self.plan
         kept = prepared.find(run.store, self.transcript)
@@ -476,7 +477,8 @@ class _Idle:
         self._hook("on-prepare", self.settings.on_prepare, [str(path)], summary=str(path))
 
     def _compact(self) -> None:
-        from lookout_cli import compactor, prepared
+        from lookout_cli.compaction import engine as compactor
+        from lookout_cli.compaction import prepared
 
         run = self.run
         kept = prepared.find(run.store, self.transcript)
@@ -616,7 +618,7 @@ class _Idle:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    from lookout_cli.summarizers import _kill as kill
+    from lookout_cli.compaction.summarizers import _kill as kill
 
     kill(proc)
 
@@ -652,13 +654,13 @@ def _prepared_dict(kept) -> dict:
 
 
 def _estimate(text: str) -> int:
-    from lookout_cli.tokens import estimate
+    from lookout_cli.tokens.tokenizer import estimate
 
     return estimate(text)
 
 
 def _ttl(tier: str) -> dt.timedelta:
-    from lookout_cli.idle_plan import TTL
+    from lookout_cli.compaction.idle_plan import TTL
 
     return TTL[tier]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from lookout_cli.jsonl import Record
+from lookout_cli.core.jsonl import Record
+from lookout_cli.core.saved import MARKER, Restorer
 from lookout_cli.options import Run, filter_options
-from lookout_cli.saved import MARKER, Restorer
 
 
 @click.command(epilog="""\b
@@ -47,7 +47,7 @@ def restore(run: Run) -> None:
     run.say(f"restore: {restored} line(s) {'would be ' if run.dry_run else ''}restored")
     run.write_report({"command": "restore", "restored": restored, "missing": missing})
     if run.check and restored:
-        from lookout_cli.errors import CheckFailed
+        from lookout_cli.core.errors import CheckFailed
 
         raise CheckFailed("restore: lines would be restored")
 

@@ -1,11 +1,11 @@
 """The ``lookout`` command (and ``python -m lookout_cli``): a quiet measure of a file unchanged
-since the same run is replayed (lookout_cli.replay) before the CLI is even loaded."""
+since the same run is replayed (lookout_cli.meter.replay) before the CLI is even loaded."""
 
 import sys
 
 
 def main() -> None:
-    from lookout_cli.replay import replay
+    from lookout_cli.meter.replay import replay
 
     status = replay(sys.argv[1:])
     if status is not None:

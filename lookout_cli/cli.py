@@ -11,7 +11,7 @@ import sys
 import click
 
 from lookout_cli import __version__
-from lookout_cli.errors import ExitCode, PipeClosed
+from lookout_cli.core.errors import ExitCode, PipeClosed
 
 # command name -> module in lookout_cli.commands; imported only when used or listed
 COMMANDS = {

@@ -24,21 +24,29 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 import orjson
 
-from lookout_cli.config import Config
-from lookout_cli.errors import CheckFailed, LookoutError, PipeClosed
-from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
-from lookout_cli.fsutil import atomic_writer, sync_pending
-from lookout_cli.jsonl import (
-    DEFAULT_MAX_RECORD_BYTES, LeanRecord, LineIndex, NullStream, Record, RecordWriter, is_dev_null, lines_holding,
-    read_lean_records, read_records,
+from lookout_cli.core.config import Config
+from lookout_cli.core.errors import CheckFailed, LookoutError, PipeClosed
+from lookout_cli.core.fsutil import atomic_writer, sync_pending
+from lookout_cli.core.jsonl import (
+    DEFAULT_MAX_RECORD_BYTES,
+    LeanRecord,
+    LineIndex,
+    NullStream,
+    Record,
+    RecordWriter,
+    is_dev_null,
+    lines_holding,
+    read_lean_records,
+    read_records,
 )
-from lookout_cli.paths import save_dir
-from lookout_cli.replay import CLOSED_STDOUT
-from lookout_cli.term import Reporter
+from lookout_cli.core.paths import save_dir
+from lookout_cli.core.term import Reporter
+from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
+from lookout_cli.meter.replay import CLOSED_STDOUT
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lookout_cli.line_memo import LineMemo
-    from lookout_cli.saved import SavedStore
+    from lookout_cli.core.saved import SavedStore
+    from lookout_cli.meter.line_memo import LineMemo
 
 MAX_WARNED_LINES = 10
 SNIFF_BYTES = 8 << 20  # a usage-only load tells the format from the lines in this much at most
@@ -245,7 +253,7 @@ class Run:
     @property
     def store(self) -> SavedStore:
         if self._store is None:
-            from lookout_cli.saved import SavedStore  # not imported by a run that saves nothing
+            from lookout_cli.core.saved import SavedStore  # not imported by a run that saves nothing
 
             root = save_dir(self.save_dir_flag or self.config.get("save_dir"))
             self._store = SavedStore(root, dry_run=self.dry_run, command=self.command, transcript=self.source)

@@ -7,8 +7,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from lookout_cli.core.jsonl import RecordWriter, read_records
 from lookout_cli.formats import Transcript, detect
-from lookout_cli.jsonl import RecordWriter, read_records
 
 DATA = Path(__file__).resolve().parent / "data" / "claude-code"
 REAL = DATA / "real"

@@ -6,8 +6,8 @@ import io
 from collections import Counter
 from pathlib import Path
 
+from lookout_cli.core.jsonl import RecordWriter, read_records
 from lookout_cli.formats import Transcript, detect
-from lookout_cli.jsonl import RecordWriter, read_records
 
 DATA = Path(__file__).resolve().parent / "data"
 

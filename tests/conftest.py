@@ -39,7 +39,7 @@ def lookout_exe() -> list[str]:
 @pytest.fixture(scope="session")
 def rank_tables(tmp_path_factory) -> list[Path]:
     """The tokenizers' rank tables as lookout keeps them in its cache folder, made once."""
-    from lookout_cli import tokens
+    from lookout_cli.tokens import tokenizer as tokens
 
     folder = tmp_path_factory.mktemp("ranks")
     with pytest.MonkeyPatch.context() as mp:

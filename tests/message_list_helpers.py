@@ -8,10 +8,10 @@ import io
 from collections import Counter
 from pathlib import Path
 
+from lookout_cli.core.jsonl import Record, RecordWriter, read_records
+from lookout_cli.core.saved import MARKER, Restorer, SavedStore
 from lookout_cli.formats import Transcript, detect, load_adapter
-from lookout_cli.jsonl import Record, RecordWriter, read_records
-from lookout_cli.saved import MARKER, Restorer, SavedStore
-from lookout_cli.view import View
+from lookout_cli.formats.view import View
 
 DATA = Path(__file__).resolve().parent / "data"
 

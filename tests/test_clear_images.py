@@ -8,12 +8,12 @@ import os
 
 import orjson
 import pytest
+from conftest import run_lookout
 from PIL import Image
 
-from conftest import run_lookout
+from lookout_cli.core.jsonl import read_records
 from lookout_cli.formats import Transcript, detect
-from lookout_cli.jsonl import read_records
-from lookout_cli.view import IMAGE
+from lookout_cli.formats.view import IMAGE
 
 FORMATS = ["claude-code", "codex", "openai", "anthropic"]
 

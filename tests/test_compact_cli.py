@@ -10,14 +10,26 @@ import random
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import SHARED_TRANSCRIPTS, real_transcripts, run_lookout
-from lookout_cli import compactor, prepared as prepared_store
-from lookout_cli.cli import cli
-from lookout_cli.saved import SavedStore
 from test_compact_fixtures import (
-    ERROR_LINE, FIRST_PROMPT, FORMATS, WORDS, WRITERS, Call, Step, Turn, dump, output_text, parse, session,
+    ERROR_LINE,
+    FIRST_PROMPT,
+    FORMATS,
+    WORDS,
+    WRITERS,
+    Call,
+    Step,
+    Turn,
+    dump,
+    output_text,
+    parse,
+    session,
 )
+
+from lookout_cli.cli import cli
+from lookout_cli.compaction import engine as compactor
+from lookout_cli.compaction import prepared as prepared_store
+from lookout_cli.core.saved import SavedStore
 
 STAGES = ("prune", "clamp", "summarize", "shorten", "truncate")
 CLAUDE_REAL = SHARED_TRANSCRIPTS / "claude-code" / "ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
@@ -411,7 +423,7 @@ def test_output_left_for_a_summary_is_cleared_when_none_is_written(fmt, tmp_path
 def test_each_text_is_tokenized_at_most_once(tmp_path, monkeypatch):
     """Across every stage and every measurement, a distinct text goes through the tokenizer
     once (the counter remembers counts by content)."""
-    from lookout_cli import tokens
+    from lookout_cli.tokens import tokenizer as tokens
 
     monkeypatch.setenv("LOOKOUT_SAVE_DIR", str(tmp_path / "saved"))
     seen: list[str] = []
@@ -434,7 +446,7 @@ def test_each_text_is_tokenized_at_most_once(tmp_path, monkeypatch):
 def test_jobs_count_in_worker_processes_to_the_same_result(tmp_path, monkeypatch):
     """--jobs 2 counts what the block cache does not know in forked workers first; the
     compaction is the one --jobs 1 makes."""
-    from lookout_cli import token_cache
+    from lookout_cli.tokens import cache as token_cache
 
     monkeypatch.setattr(token_cache, "MIN_PARALLEL_CHARS", 0)  # fork even for this small session
     sent: list[int] = []

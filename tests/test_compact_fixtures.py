@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lookout_cli.core.jsonl import RecordWriter, read_records
 from lookout_cli.formats import Transcript, detect
-from lookout_cli.jsonl import RecordWriter, read_records
-from lookout_cli.tokens import estimate
+from lookout_cli.tokens.tokenizer import estimate
 
 FORMATS = ("claude-code", "codex", "openai", "anthropic")
 FIRST_PROMPT = ("Port the CSV importer to the new storage API. Always run the tests with `pytest -q`; "

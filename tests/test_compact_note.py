@@ -4,10 +4,10 @@ tool calls' own arguments, a second compaction updating the first note, and the 
 from __future__ import annotations
 
 import pytest
+from test_compact_fixtures import ERROR_LINE, FIRST_PROMPT, FORMATS, WRITERS, parse, script, session
 
-from lookout_cli import summary_note as sn
-from lookout_cli.tokens import count, estimate
-from test_compact_fixtures import ERROR_LINE, FIRST_PROMPT, FORMATS, parse, script, session, WRITERS
+from lookout_cli.compaction import note as sn
+from lookout_cli.tokens.tokenizer import count, estimate
 
 
 def head_items(fmt: str, **kw):
@@ -156,8 +156,8 @@ def test_pin_adds_the_users_words_and_files_a_model_dropped():
 
 
 def test_todo_list_gives_progress_and_next_steps():
-    from lookout_cli.view import Item, TOOL_CALL
-    from lookout_cli.jsonl import Record
+    from lookout_cli.core.jsonl import Record
+    from lookout_cli.formats.view import TOOL_CALL, Item
 
     rec = Record(1, b"{}\n")
     todo = Item("assistant", TOOL_CALL, 'TodoWrite{"todos":[{"content":"Write the reader","status":"completed"},'

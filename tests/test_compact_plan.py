@@ -4,10 +4,10 @@ clamp cuts, where the summary split lands, what shorten and truncate take."""
 from __future__ import annotations
 
 import pytest
-
-from lookout_cli import compact_plan as plan
-from lookout_cli.tokens import count
 from test_compact_fixtures import FORMATS, parse, session
+
+from lookout_cli.compaction import plan
+from lookout_cli.tokens.tokenizer import count
 
 
 def view_of(fmt: str, **kw):

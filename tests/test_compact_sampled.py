@@ -1,5 +1,5 @@
 """Past 4 M characters, what a summary replaces is priced by a sample instead of tokenized
-(``head_sample``): the estimate holds on real and generated text, and ``compact`` gives the note,
+(``tokens.sample``): the estimate holds on real and generated text, and ``compact`` gives the note,
 the kept turns and the figures after that tokenizing everything gives, on generated sessions of
 Claude Code and a message list, tried with the installed ``lookout``."""
 
@@ -12,9 +12,11 @@ import sys
 import pytest
 from conftest import REPO, real_transcripts, run_lookout
 
-from lookout_cli import head_sample, jsonl, tokens
+from lookout_cli.core import jsonl
 from lookout_cli.formats import Transcript, detect
-from lookout_cli.kinds import IMAGE, SETUP
+from lookout_cli.formats.kinds import IMAGE, SETUP
+from lookout_cli.tokens import sample as head_sample
+from lookout_cli.tokens import tokenizer as tokens
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
 from bench.generate import Corpus, generate  # noqa: E402
@@ -49,7 +51,7 @@ def test_a_sample_prices_real_text_closely():
 
 
 def test_a_sample_follows_the_length_of_each_kind_of_text():
-    code = (REPO / "lookout_cli" / "compactor.py").read_text()
+    code = (REPO / "lookout_cli" / "compaction" / "engine.py").read_text()
     letters = "lorem ipsum " * 20_000  # a few tokens for many characters
     texts = [code] * 6 + [letters] * 3 + [code[:500]] * 400
     error = _error(texts, "o200k_base", 64, 1024)

@@ -11,11 +11,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest import run_lookout
-from lookout_cli import summarizers, summary_note
-from lookout_cli.tokens import count
 from test_compact_fixtures import FIRST_PROMPT, parse, session
+
+from lookout_cli.compaction import note as summary_note
+from lookout_cli.compaction import summarizers
+from lookout_cli.tokens.tokenizer import count
 
 GOOD_NOTE = "## Goal\nPort the CSV importer.\n\n## Next steps\n- Update the changelog.\n"
 

@@ -12,8 +12,8 @@ import time
 import click
 import orjson
 import pytest
-
 from conftest import SHARED_TRANSCRIPTS, lookout_exe, run_lookout
+
 from lookout_cli.cli import cli
 
 

@@ -9,13 +9,13 @@ import stat
 
 import orjson
 import pytest
-
 from conftest import run_lookout
-from lookout_cli.config import Config
-from lookout_cli.errors import LookoutError
-from lookout_cli.fsutil import atomic_write, sealed_values, sealed_writer, sync_pending
-from lookout_cli.jsonl import Record, RecordWriter, dumps_compact, loads_exact, read_records
-from lookout_cli.saved import MARKER, SavedStore, placeholder, restore_lines
+
+from lookout_cli.core.config import Config
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.fsutil import atomic_write, sealed_values, sealed_writer, sync_pending
+from lookout_cli.core.jsonl import Record, RecordWriter, dumps_compact, loads_exact, read_records
+from lookout_cli.core.saved import MARKER, SavedStore, placeholder, restore_lines
 
 TRICKY = (
     b'{"a":1}\n'
@@ -309,8 +309,8 @@ def test_saved_outputs_are_durable_and_logged_before_the_transcript_that_names_t
 
     code = f"""
 import os
-from lookout_cli import fsutil
-from lookout_cli.saved import SavedStore
+from lookout_cli.core import fsutil
+from lookout_cli.core.saved import SavedStore
 calls = []
 real_sync, real_fsync = os.sync, os.fsync
 os.sync = lambda: calls.append("sync") or real_sync()

@@ -16,13 +16,14 @@ import orjson
 import pytest
 from conftest import REPO, lookout_exe, real_transcripts
 
-from lookout_cli import count_ahead, tokens
 from lookout_cli.commands.measure import measure_input
 from lookout_cli.formats.claude_items import counted_texts
-from lookout_cli.meter import Settings
-from lookout_cli.meter_report import to_dict
+from lookout_cli.meter import count_ahead
+from lookout_cli.meter.analysis import Settings
+from lookout_cli.meter.report import to_dict
 from lookout_cli.options import Run
-from lookout_cli.token_cache import block_key
+from lookout_cli.tokens import tokenizer as tokens
+from lookout_cli.tokens.cache import block_key
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
 from bench.generate import generate  # noqa: E402

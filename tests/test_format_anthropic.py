@@ -28,15 +28,25 @@ Totals: 9 messages, 3 turns, SETUP 2, TEXT 5, THINKING 1, TOOL_CALL 2, TOOL_RESU
 from __future__ import annotations
 
 import pytest
-
 from conftest import real_transcripts
-from lookout_cli.errors import LookoutError
-from lookout_cli.formats import detect, load_adapter
-from lookout_cli.jsonl import read_records
-from lookout_cli.view import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 from message_list_helpers import (
-    DATA, Saver, check_compact_everywhere, dump, kinds, lines, load, parse, prompts, reread, visible,
+    DATA,
+    Saver,
+    check_compact_everywhere,
+    dump,
+    kinds,
+    lines,
+    load,
+    parse,
+    prompts,
+    reread,
+    visible,
 )
+
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import read_records
+from lookout_cli.formats import detect, load_adapter
+from lookout_cli.formats.view import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 
 LINES = "anthropic/lines.jsonl"
 BODIES = "anthropic/bodies.jsonl"

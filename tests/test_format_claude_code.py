@@ -9,16 +9,32 @@ import io
 import json
 
 import pytest
-
 from claude_code_helpers import (
-    DATA, chain_ok, dump, kinds, load, load_bytes, obj_of, raw_lines, reread, usage_sums,
+    DATA,
+    chain_ok,
+    dump,
+    kinds,
+    load,
+    load_bytes,
+    obj_of,
+    raw_lines,
+    reread,
+    usage_sums,
 )
-from lookout_cli.errors import LookoutError
+
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import Record, read_records
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.claude_code import SUMMARY_PREFIX, TRUNCATION_NOTICE, Adapter, wrap_setup
-from lookout_cli.jsonl import Record, read_records
-from lookout_cli.view import (
-    IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
+from lookout_cli.formats.view import (
+    IMAGE,
+    NOTICE,
+    SETUP,
+    SUMMARY,
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
 )
 
 PNG_2x2 = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAC0lEQVR4nGNgQAYAAA4AAamRc7EAAAAASUVORK5CYII="

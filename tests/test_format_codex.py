@@ -12,13 +12,13 @@ import json
 import re
 
 import pytest
-
 from codex_helpers import assert_kept, crlf_variant, dump, kinds, load, read_bytes, reread
-from lookout_cli.errors import LookoutError
+
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.formats import Transcript, detect
 from lookout_cli.formats.codex import SUMMARY_PREFIX, TRUNCATION_NOTICE, Adapter
-from lookout_cli.jsonl import Record, loads_exact
-from lookout_cli.view import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
+from lookout_cli.formats.view import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 
 BASIC = "codex/basic.jsonl"
 COMPACTED = "codex/compacted.jsonl"
@@ -624,7 +624,7 @@ def test_new_lines_copy_extra_envelope_fields():
 def test_a_wrapped_output_reads_the_same_through_orjson_and_the_standard_library():
     """Reading a 0.5x wrapped shell output tries orjson first; what orjson refuses (NaN, a lone
     surrogate) is read by the standard library, so every wrapper gives what it gave before."""
-    from lookout_cli.formats.codex import _parse_wrapped
+    from lookout_cli.formats.codex_items import parse_wrapped
 
     wrappers = [
         '{"output":"ok\\n","metadata":{"exit_code":0,"duration_seconds":0.5}}',
@@ -634,6 +634,6 @@ def test_a_wrapped_output_reads_the_same_through_orjson_and_the_standard_library
         '{"output":["not","text"]}', '["output"]', '{"output": "unclosed', "plain text",
     ]
     for text in wrappers:
-        assert _parse_wrapped(text, exact=False) == _parse_wrapped(text) or "NaN" in text, text
-    nan = _parse_wrapped(wrappers[3], exact=False)
+        assert parse_wrapped(text, exact=False) == parse_wrapped(text) or "NaN" in text, text
+    nan = parse_wrapped(wrappers[3], exact=False)
     assert nan is not None and nan["output"] == "x"  # NaN != NaN: compared by its text

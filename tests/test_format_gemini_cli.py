@@ -6,11 +6,11 @@ from __future__ import annotations
 import base64
 
 import pytest
-
 from codex_helpers import crlf_variant, dump, kinds, load, read_bytes
-from lookout_cli.errors import LookoutError
+
+from lookout_cli.core.errors import LookoutError
 from lookout_cli.formats.gemini_cli import Adapter
-from lookout_cli.view import IMAGE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
+from lookout_cli.formats.view import IMAGE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 
 HANDMADE = "gemini-cli/handmade.jsonl"
 REAL = "gemini-cli/agentsessions-gemini-jsonl_v040.jsonl"

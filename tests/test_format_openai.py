@@ -28,14 +28,23 @@ usage input 500 + (900 − 512 − 100) = 788, cache write 100, cache read 512, 
 from __future__ import annotations
 
 import pytest
-
 from conftest import real_transcripts
-from lookout_cli.formats import detect, load_adapter
-from lookout_cli.jsonl import read_records
-from lookout_cli.view import IMAGE, SETUP, SUMMARY, TEXT, TOOL_CALL, TOOL_RESULT
 from message_list_helpers import (
-    DATA, Saver, check_compact_everywhere, dump, kinds, lines, load, prompts, reread, visible,
+    DATA,
+    Saver,
+    check_compact_everywhere,
+    dump,
+    kinds,
+    lines,
+    load,
+    prompts,
+    reread,
+    visible,
 )
+
+from lookout_cli.core.jsonl import read_records
+from lookout_cli.formats import detect, load_adapter
+from lookout_cli.formats.view import IMAGE, SETUP, SUMMARY, TEXT, TOOL_CALL, TOOL_RESULT
 
 LINES = "openai/lines.jsonl"
 BODIES = "openai/bodies.jsonl"
@@ -348,7 +357,7 @@ def test_compact_keep_nothing(tmp_path):
 
 
 def test_lookout_note_keeps_its_own_title(tmp_path):
-    from lookout_cli.view import NOTE_TITLE
+    from lookout_cli.formats.view import NOTE_TITLE
 
     transcript = load(BODIES)
     note = NOTE_TITLE + "\n\nGoal: list src."

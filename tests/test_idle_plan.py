@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from lookout_cli.idle_plan import Prices, break_even_reads, next_reset, parse_time, plan
+from lookout_cli.compaction.idle_plan import Prices, break_even_reads, next_reset, plan
+from lookout_cli.core.times import parse_time
 
 T0 = parse_time("2026-11-29T10:00:00Z")
 SONNET = Prices(input=3.0, cache_read=0.30, cache_write_5m=3.75, cache_write_1h=6.0)
@@ -99,7 +100,7 @@ def test_when_a_read_is_due_and_when_the_summary_takes_over():
 
 
 def test_reset_times_are_checked():
-    from lookout_cli.idle_plan import parse_reset
+    from lookout_cli.compaction.idle_plan import parse_reset
 
     assert parse_reset("07:30") == (7, 30)
     for bad in ("7", "24:00", "07:60", "7:5", "noon"):

@@ -1,4 +1,4 @@
-"""Ignore rules (lookout_cli.ignore): git's answer inside a work tree, pathspec with a pruning
+"""Ignore rules (lookout_cli.mentions.ignore): git's answer inside a work tree, pathspec with a pruning
 walk outside, and the same answers from both."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lookout_cli.ignore import IgnoreRules, git_toplevel
+from lookout_cli.mentions.ignore import IgnoreRules, git_toplevel
 
 
 def sh(cwd, *args):

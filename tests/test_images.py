@@ -9,9 +9,10 @@ import struct
 import pytest
 from PIL import Image
 
-from lookout_cli import images
-from lookout_cli.errors import LookoutError
-from lookout_cli.images import ImageError, ImageInfo
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.images import costs
+from lookout_cli.images import probe as images
+from lookout_cli.images.probe import ImageError, ImageInfo
 
 
 def _img(mode: str, size: tuple[int, int]) -> Image.Image:
@@ -207,8 +208,8 @@ def test_decoded_size_from_length_and_padding(n):
     ],
 )
 def test_anthropic_tokens(w, h, tokens):
-    assert images.image_tokens("anthropic", w, h) == tokens
-    assert images.image_tokens("anthropic", h, w) == tokens
+    assert costs.image_tokens("anthropic", w, h) == tokens
+    assert costs.image_tokens("anthropic", h, w) == tokens
 
 
 @pytest.mark.parametrize(
@@ -225,9 +226,9 @@ def test_anthropic_tokens(w, h, tokens):
     ],
 )
 def test_openai_tokens(w, h, tokens):
-    assert images.image_tokens("openai", w, h) == tokens
-    assert images.image_tokens("openai", w, h, detail="high") == tokens
-    assert images.image_tokens("openai", w, h, detail="low") == 85
+    assert costs.image_tokens("openai", w, h) == tokens
+    assert costs.image_tokens("openai", w, h, detail="high") == tokens
+    assert costs.image_tokens("openai", w, h, detail="low") == 85
 
 
 @pytest.mark.parametrize(
@@ -243,27 +244,27 @@ def test_openai_tokens(w, h, tokens):
     ],
 )
 def test_gemini_tokens(w, h, tokens):
-    assert images.image_tokens("gemini", w, h) == tokens
-    assert images.image_tokens("google", w, h) == tokens
+    assert costs.image_tokens("gemini", w, h) == tokens
+    assert costs.image_tokens("google", w, h) == tokens
 
 
 def test_token_function_rejects_bad_arguments():
     with pytest.raises(LookoutError, match="unknown image provider 'mistral'"):
-        images.image_tokens("mistral", 10, 10)
+        costs.image_tokens("mistral", 10, 10)
     with pytest.raises(LookoutError, match="detail"):
-        images.image_tokens("openai", 10, 10, detail="ultra")
+        costs.image_tokens("openai", 10, 10, detail="ultra")
     with pytest.raises(LookoutError, match="positive"):
-        images.image_tokens("anthropic", 0, 10)
-    assert images.image_tokens("Claude", 500, 500) == 333
-    assert images.image_tokens("codex", 500, 500) == 255
+        costs.image_tokens("anthropic", 0, 10)
+    assert costs.image_tokens("Claude", 500, 500) == 333
+    assert costs.image_tokens("codex", 500, 500) == 255
 
 
 def test_provider_limits():
-    a = images.limits_for("anthropic")
+    a = costs.limits_for("anthropic")
     assert a.max_base64_bytes == 5_242_880
     assert (a.max_side, a.max_side_many, a.many_images, a.max_images) == (8000, 2000, 20, 100)
     assert a.recommended_long_side == 1568
-    o = images.limits_for("openai")
+    o = costs.limits_for("openai")
     assert (o.max_images, o.max_image_bytes, o.max_request_image_bytes) == (500, 20_000_000, 50_000_000)
-    assert images.limits_for("gemini").max_side is None
-    assert set(images.PROVIDER_LIMITS) == {"anthropic", "openai", "gemini"}
+    assert costs.limits_for("gemini").max_side is None
+    assert set(costs.PROVIDER_LIMITS) == {"anthropic", "openai", "gemini"}

@@ -1,4 +1,4 @@
-"""Fitting images within a chat's and a provider's limits (lookout_cli.imaging)."""
+"""Fitting images within a chat's and a provider's limits (lookout_cli.images.fit)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import pytest
 from PIL import Image
 
-from lookout_cli.imaging import (
+from lookout_cli.images.fit import (
     DEFAULT_MAX_SIDE,
     ImageError,
     fit_image,
@@ -147,11 +147,11 @@ def test_probe_reads_the_header_only():
 
 
 def test_limits_come_from_the_shared_provider_table():
-    from lookout_cli.imaging import PROVIDERS, ProviderLimits, limits_for
+    from lookout_cli.images.fit import PROVIDERS, ProviderLimits, limits_for
 
     a = limits_for("anthropic")
     assert (a.max_side, a.many_images_side, a.many_images_over, a.max_base64) == (8000, 2000, 20, 5_242_880)
-    assert limits_for("claude") == a  # the aliases lookout_cli.images accepts
+    assert limits_for("claude") == a  # the aliases lookout_cli.images.costs accepts
     assert limits_for("openai").max_base64 is None and limits_for("openai").max_bytes
     assert limits_for("nobody") == ProviderLimits()
     assert set(PROVIDERS) == {"anthropic", "openai", "gemini"}

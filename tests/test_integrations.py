@@ -10,7 +10,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from conftest import REPO, lookout_exe, run_lookout
 from test_conventions import FILTERS
 

@@ -16,11 +16,11 @@ import pytest
 from conftest import REPO, run_lookout
 from test_measure import ALL_INPUTS
 
-from lookout_cli import jsonl, paths
-from lookout_cli.formats import SNIFF_RECORDS
 from lookout_cli.commands.measure import measure_input
-from lookout_cli.meter import Settings
-from lookout_cli.meter_report import to_dict
+from lookout_cli.core import jsonl, paths
+from lookout_cli.formats import SNIFF_RECORDS
+from lookout_cli.meter.analysis import Settings
+from lookout_cli.meter.report import to_dict
 from lookout_cli.options import Run
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed

@@ -7,8 +7,8 @@ import subprocess
 
 import click
 import pytest
-
 from conftest import REPO
+
 from lookout_cli import manpage
 from lookout_cli.cli import cli
 

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from conftest import DATA, SHARED_TRANSCRIPTS, real_transcripts, run_lookout
 
 MEASURE = DATA / "measure"
@@ -155,7 +154,7 @@ def test_claude_small_cache_cost_and_warm_cache():
     assert cache["read_share"] == pytest.approx(2045 / (10 + 1040 + 2045), abs=1e-6)
     # claude-sonnet-4-5 in models.toml: $3 input, $3.75 5-minute write, $6 1-hour write,
     # $0.30 cache read, $15 output per million tokens.
-    from lookout_cli.models import lookup
+    from lookout_cli.tokens.models import lookup
 
     m = lookup("claude-sonnet-4-5-20250929")
     assert (m.price_input, m.price_cache_write_5m, m.price_cache_write_1h, m.price_cache_read, m.price_output) == (
@@ -269,7 +268,8 @@ def test_image_tokens_follow_the_provider_formula():
 def test_estimate_mode_never_loads_the_tokenizer(tmp_path):
     script = (
         "from lookout_cli.options import Run\n"
-        "from lookout_cli import meter, tokens\n"
+        "from lookout_cli.meter import analysis as meter\n"
+        "from lookout_cli.tokens import tokenizer as tokens\n"
         f"view = Run('measure', file={str(CLAUDE_SMALL)!r}).load().view()\n"
         "m = meter.measure(view, meter.Settings(estimate=True))\n"
         "print(m.counting, tokens.is_loaded('o200k_base'), m.total > 1001)\n"

@@ -12,7 +12,6 @@ import subprocess
 
 import orjson
 import pytest
-
 from conftest import DATA, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
 
 CLAUDE_SMALL = DATA / "measure" / "claude-small.jsonl"
@@ -151,7 +150,7 @@ def test_report_only_colours_standard_output_only_on_a_terminal(tty_env):
 
 def _layout(report: dict):
     """The plot's layout, rebuilt from the JSON report's numbers."""
-    from lookout_cli.plot import Layout
+    from lookout_cli.meter.plot import Layout
 
     contexts = [p["context"] for p in report["series"]]
     y_max = max([report["budget"]["window"], report["budget"]["budget"], report["used"]["tokens"],
@@ -172,7 +171,7 @@ def _plot(path, tmp_path):
 
 
 def test_plot_is_a_png_with_the_window_summary_point_usage_and_parts(tmp_path):
-    from lookout_cli import plot
+    from lookout_cli.meter import plot
 
     if not CCVIEWER.exists():
         pytest.skip("shared transcripts are not here")
@@ -201,7 +200,7 @@ def test_plot_is_a_png_with_the_window_summary_point_usage_and_parts(tmp_path):
 
 
 def test_plot_marks_compactions(tmp_path):
-    from lookout_cli import plot
+    from lookout_cli.meter import plot
 
     image, report = _plot(CODEX_COMPACTED, tmp_path)
     lay = _layout(report)

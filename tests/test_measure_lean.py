@@ -18,12 +18,13 @@ from conftest import REPO, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import make_counter, measure_input
-from lookout_cli.jsonl import LeanRecord, read_lean_records
-from lookout_cli.meter import ARGUMENT_KEYS, Settings, measure
-from lookout_cli.meter_report import to_dict
+from lookout_cli.core.jsonl import LeanRecord, read_lean_records
+from lookout_cli.core.saved import MARKER
+from lookout_cli.formats.view import IMAGE, TOOL_CALL
+from lookout_cli.meter.analysis import Settings, measure
+from lookout_cli.meter.reclaim import ARGUMENT_KEYS
+from lookout_cli.meter.report import to_dict
 from lookout_cli.options import Run
-from lookout_cli.saved import MARKER
-from lookout_cli.view import IMAGE, TOOL_CALL
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
 from bench.generate import generate  # noqa: E402
@@ -109,8 +110,8 @@ def test_a_compaction_keeps_parsed_only_the_lines_it_changed(fmt, session_of, tm
     """compact (and every command) reads lean too: once it has summarized, cleared and written
     its new lines, no line it left as it was is held parsed (the memory of a 100 MB compaction
     went from 682 to about 200 MB with this)."""
-    from lookout_cli.compactor import Options, compact_transcript
-    from lookout_cli.saved import SavedStore
+    from lookout_cli.compaction.engine import Options, compact_transcript
+    from lookout_cli.core.saved import SavedStore
 
     transcript = Run("compact", file=str(session_of(fmt)), isolated=True).load()
     result = compact_transcript(transcript, Options(force=True, budget="20k"), SavedStore(tmp_path / "saved"))
@@ -204,8 +205,8 @@ def test_a_large_file_measured_first_loads_the_tokenizer_before_its_lines(sessio
     """Its loading scaffolding (the 25 MB table tiktoken is built from) then never sits on top
     of the lines' summaries (B12); a file measured before, whose lines may need no counting, is
     read first as before."""
-    from lookout_cli import tokens
     from lookout_cli.commands import measure as measure_command
+    from lookout_cli.tokens import tokenizer as tokens
 
     events = []
     load_encoding, load_lines = tokens.get_encoding, Run.load

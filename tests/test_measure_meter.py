@@ -7,10 +7,11 @@ import datetime as dt
 
 import pytest
 
-from lookout_cli import meter
-from lookout_cli.jsonl import Record
-from lookout_cli.models import lookup
-from lookout_cli.view import TOOL_CALL, Item, Usage
+from lookout_cli.core.jsonl import Record
+from lookout_cli.formats.view import TOOL_CALL, Item, Usage
+from lookout_cli.meter import analysis as meter
+from lookout_cli.meter import cost, reclaim
+from lookout_cli.tokens.models import lookup
 
 
 def usage(**kw) -> Usage:
@@ -23,7 +24,7 @@ def test_long_context_prompt_pays_long_rates_for_everything():
     m = lookup("claude-sonnet-4-5[1m]")
     assert m.long_context_threshold == 200_000
     u = usage(input=10_000, cache_write=50_000, cache_write_1h=20_000, cache_read=150_000, output=2_000)
-    parts = meter.usage_cost(u, m)
+    parts = cost.usage_cost(u, m)
     by_hand = {
         "input": 10_000 * 6.0 / 1e6,
         "cache_write": (30_000 * 7.5 + 20_000 * 12.0) / 1e6,
@@ -33,28 +34,28 @@ def test_long_context_prompt_pays_long_rates_for_everything():
     assert parts == pytest.approx(by_hand)
     assert sum(parts.values()) == pytest.approx(
         m.cost(input=10_000, output=2_000, cache_write_5m=30_000, cache_write_1h=20_000, cache_read=150_000))
-    short = meter.usage_cost(usage(input=1_000, output=100), m)  # under the threshold: base rates
+    short = cost.usage_cost(usage(input=1_000, output=100), m)  # under the threshold: base rates
     assert short == pytest.approx({"input": 1_000 * 3.0 / 1e6, "cache_write": 0, "cache_read": 0,
                                    "output": 100 * 15.0 / 1e6})
 
 
 def test_unknown_models_are_not_priced():
-    cost = meter.total_cost([usage(input=5, output=5)], lambda name: lookup(name), "no-such-model-x")
-    assert cost.usd is None and cost.unpriced == 1 and cost.priced == 0
+    total = cost.total_cost([usage(input=5, output=5)], lambda name: lookup(name), "no-such-model-x")
+    assert total.usd is None and total.unpriced == 1 and total.priced == 0
 
 
 def test_cache_tier_and_warm_time():
     t0 = "2026-01-01T00:00:00Z"
     now = dt.datetime(2026, 1, 1, 0, 3, tzinfo=dt.timezone.utc)
-    five = meter.warm_cache([usage(cache_write=10, timestamp=t0)], now)
+    five = cost.warm_cache([usage(cache_write=10, timestamp=t0)], now)
     assert (five.tier, five.tier_source, five.seconds_left, five.expired) == ("5m", "recorded", 120, False)
-    hour = meter.warm_cache([usage(cache_write=10, cache_write_1h=10, timestamp=t0),
+    hour = cost.warm_cache([usage(cache_write=10, cache_write_1h=10, timestamp=t0),
                              usage(cache_read=10, timestamp=t0)], now)
     assert (hour.tier, hour.seconds_left) == ("1h", 3600 - 180)
     # no cache writes recorded: the model's own TTL (OpenAI: 300 s)
-    model = meter.warm_cache([usage(cache_read=10, timestamp=t0)], now, meter.model_ttl(lookup("gpt-5.1-codex")))
+    model = cost.warm_cache([usage(cache_read=10, timestamp=t0)], now, meter.model_ttl(lookup("gpt-5.1-codex")))
     assert (model.tier, model.tier_source) == ("5m", "model")
-    assert meter.warm_cache([usage(input=10)], now) is None  # no time recorded
+    assert cost.warm_cache([usage(input=10)], now) is None  # no time recorded
 
 
 @pytest.mark.parametrize("tool, args, expected", [
@@ -72,7 +73,7 @@ def test_cache_tier_and_warm_time():
 ])
 def test_read_targets_from_tool_call_arguments(tool, args, expected):
     item = Item("assistant", TOOL_CALL, tool + args, Record(1, b"{}\n"), tool=tool, call_id="c1")
-    assert meter.read_target(item) == expected
+    assert reclaim.read_target(item) == expected
 
 
 @pytest.mark.parametrize("pct, state", [(5, "hidden"), (10, "normal"), (74.9, "normal"), (75, "amber"),

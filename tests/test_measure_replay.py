@@ -1,5 +1,5 @@
 """A quiet ``lookout measure FILE`` run again on the unchanged file is replayed without loading
-the CLI (lookout_cli.replay): the same bytes out, the same status and message; and it is not
+the CLI (lookout_cli.meter.replay): the same bytes out, the same status and message; and it is not
 replayed when anything the run depends on changed, or when it printed a report.
 
 Every run here is a real ``lookout`` process with Python's import log on (``PYTHONPROFILEIMPORTTIME``):
@@ -14,10 +14,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from conftest import lookout_exe, run_lookout
-from lookout_cli import paths, replay
-from lookout_cli.config import Config
+
+from lookout_cli.core import paths
+from lookout_cli.core.config import Config
+from lookout_cli.meter import replay
+
 
 class Outcome:
     def __init__(self, done: subprocess.CompletedProcess) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from lookout_cli import measure_state as ms
+from lookout_cli.meter import state as ms
 
 LINES = [b'{"n": %d, "text": "line number %d"}\n' % (i, i) for i in range(200)]
 

@@ -10,9 +10,9 @@ import random
 
 import orjson
 import pytest
-
 from conftest import DATA, real_transcripts, run_lookout
-from lookout_cli.jsonl import lines_holding, read_records
+
+from lookout_cli.core.jsonl import lines_holding, read_records
 
 NOW = "2026-01-01T00:00:00Z"
 # The conversation branches (a rewind, sidechains off the main chain): the full measure follows
@@ -158,7 +158,7 @@ def test_lines_holding_finds_what_reading_every_line_finds(chunk):
 def test_a_line_over_the_bound_is_refused_wherever_the_chunks_cut_it(chunk):
     """A bound at least a chunk long: a line begun in one chunk and ended in the next is
     measured whole (it was let through when both parts were under the bound)."""
-    from lookout_cli.errors import LookoutError
+    from lookout_cli.core.errors import LookoutError
 
     for size in (101, 150, 260):
         line = b'{"usage":"' + b"x" * (size - 12) + b'"}'

@@ -10,6 +10,7 @@ import zipfile
 import click
 import pytest
 from conftest import run_lookout
+
 from lookout_cli.commands.memory import memory
 
 SUBCOMMANDS = sorted(memory.list_commands(click.Context(memory)))

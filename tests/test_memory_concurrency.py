@@ -54,17 +54,17 @@ def test_eight_processes_fill_a_scope_to_exactly_200(tmp_path, monkeypatch):
     every save past the limit refused."""
     env = env_for(tmp_path)
     monkeypatch.setenv("LOOKOUT_DATA_DIR", env["LOOKOUT_DATA_DIR"])
-    from lookout_cli.memory_project import everywhere_scope
-    from lookout_cli.memory_store import Memory
+    from lookout_cli.memory.project import everywhere_scope
+    from lookout_cli.memory.store import Memory
 
     with everywhere_scope().transaction() as txn:
         for i in range(150):
             txn.add(Memory(id="", note=f"seed {i}"))
     code = textwrap.dedent("""
         import sys
-        from lookout_cli.errors import LookoutError
-        from lookout_cli.memory_project import everywhere_scope
-        from lookout_cli.memory_store import Memory
+        from lookout_cli.core.errors import LookoutError
+        from lookout_cli.memory.project import everywhere_scope
+        from lookout_cli.memory.store import Memory
         me = sys.argv[1]
         refused = 0
         for j in range(8):

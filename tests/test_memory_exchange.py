@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_memory_support import git, listed, make_data, make_repo, notes, ok, run
 
-from lookout_cli.memory_exchange import Precondition, _remote_put, sha256_bytes
+from lookout_cli.memory.exchange import Precondition, _remote_put, sha256_bytes
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ import pytest
 from conftest import SHARED_TRANSCRIPTS, run_lookout
 from test_memory_support import BUILDERS, make_data
 
+from lookout_cli.core.jsonl import read_records
 from lookout_cli.formats import Transcript, detect
-from lookout_cli.jsonl import read_records
-from lookout_cli.memory_project import everywhere_scope, resolve_project
-from lookout_cli.memory_store import MAX_LIST_BYTES, Memory
-from lookout_cli.view import SETUP
+from lookout_cli.formats.view import SETUP
+from lookout_cli.memory.project import everywhere_scope, resolve_project
+from lookout_cli.memory.store import MAX_LIST_BYTES, Memory
 
 
 @pytest.fixture

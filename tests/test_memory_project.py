@@ -9,7 +9,7 @@ import shutil
 import pytest
 from test_memory_support import git, make_data, make_repo, notes, ok
 
-from lookout_cli.memory_project import identify, known_projects, normalize_remote, resolve_project
+from lookout_cli.memory.project import identify, known_projects, normalize_remote, resolve_project
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ def test_a_project_merged_away_meanwhile_is_a_clear_error(data, tmp_path):
     repo = make_repo(tmp_path / "r")
     scope = resolve_project(repo).scope
     shutil.rmtree(scope.path)  # another process merged it into another copy
-    from lookout_cli.memory_store import LookoutError
+    from lookout_cli.memory.store import LookoutError
 
     with pytest.raises(LookoutError, match="merged into another copy"):
         with scope.transaction():

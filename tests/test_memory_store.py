@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_memory_support import listed, make_data, notes, ok, run
 
-from lookout_cli.memory_project import everywhere_scope, resolve_project
-from lookout_cli.memory_store import (
+from lookout_cli.memory.project import everywhere_scope, resolve_project
+from lookout_cli.memory.store import (
     MAX_LIST_BYTES,
     MAX_MEMORIES,
     MAX_SCOPE_BYTES,

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from lookout_cli.commands.memory import memory
 
 GIT_ENV = {
@@ -144,8 +145,8 @@ BUILDERS = {"claude-code": claude_code, "codex": codex, "openai": openai, "anthr
 def test_builders_are_detected():
     import io
 
+    from lookout_cli.core.jsonl import read_records
     from lookout_cli.formats import detect
-    from lookout_cli.jsonl import read_records
 
     for name, build in BUILDERS.items():
         records = list(read_records(io.BytesIO(build(["hello there"]))))

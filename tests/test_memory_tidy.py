@@ -9,9 +9,9 @@ import datetime as dt
 import pytest
 from test_memory_support import listed, make_data, notes, ok
 
-from lookout_cli.memory_project import resolve_project
-from lookout_cli.memory_store import TIDY_TARGET, Memory
-from lookout_cli.memory_tidy import dates_in, notes_in, remembered_in, sentences, stale_reason
+from lookout_cli.memory.project import resolve_project
+from lookout_cli.memory.store import TIDY_TARGET, Memory
+from lookout_cli.memory.tidy import dates_in, notes_in, remembered_in, sentences, stale_reason
 
 
 @pytest.fixture
@@ -173,9 +173,9 @@ def test_learning_tidies_a_crowded_project_at_most_every_6_hours(data, monkeypat
 
     from test_memory_support import openai
 
+    from lookout_cli.core.jsonl import read_records
     from lookout_cli.formats import Transcript, detect
-    from lookout_cli.jsonl import read_records
-    from lookout_cli.memory_tidy import learn_from_prompts
+    from lookout_cli.memory.tidy import learn_from_prompts
 
     monkeypatch.setenv("LOOKOUT_NOW", "2026-05-10T12:00:00Z")
     scope = resolve_project(None).scope

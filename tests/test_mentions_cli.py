@@ -10,12 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_TRANSCRIPTS, run_lookout
 from PIL import Image
 
-from conftest import SHARED_TRANSCRIPTS, run_lookout
+from lookout_cli.core.jsonl import read_records
 from lookout_cli.formats import Transcript, load_adapter
-from lookout_cli.jsonl import read_records
-from lookout_cli.view import IMAGE, TEXT
+from lookout_cli.formats.view import IMAGE, TEXT
 
 P_OLD = "first: see @src/app.py please"
 P_NEW = 'now @src/app.py#L2-3, @"docs/read me.md"#usage, @shot.png, @.env, @debug.log and @../out.txt'

@@ -1,4 +1,4 @@
-"""Finding @-mentions in prompt text (lookout_cli.mention_parse)."""
+"""Finding @-mentions in prompt text (lookout_cli.mentions.parse)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lookout_cli.mention_parse import CHAT, PATH, find_mentions, parse_target
+from lookout_cli.mentions.parse import CHAT, PATH, find_mentions, parse_target
 
 
 def one(text, **kw):

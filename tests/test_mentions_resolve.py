@@ -1,4 +1,4 @@
-"""Resolving mentions into attachments (lookout_cli.mention_resolve), in real temporary git
+"""Resolving mentions into attachments (lookout_cli.mentions.resolve), in real temporary git
 repositories and in a folder outside git: every kind, every limit at its boundary, every
 refusal reason."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from lookout_cli import mention_resolve as mr
-from lookout_cli.mention_parse import Mention, find_mentions
+from lookout_cli.mentions import resolve as mr
+from lookout_cli.mentions.parse import Mention, find_mentions
 
 
 def sh(cwd, *args):

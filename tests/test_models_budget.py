@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from lookout_cli import models
-from lookout_cli.budget import Budget, parse_budget, parse_percent, parse_size, reserve
-from lookout_cli.errors import LookoutError
-from lookout_cli.models import lookup
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.units import parse_percent, parse_size
+from lookout_cli.tokens import models
+from lookout_cli.tokens.budget import Budget, parse_budget, reserve
+from lookout_cli.tokens.models import lookup
 
 # --- lookup -----------------------------------------------------------------------------
 

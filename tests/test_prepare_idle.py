@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import real_transcripts, run_lookout
-from lookout_cli import prepared
-from lookout_cli.cli import cli
-from lookout_cli.idle_plan import parse_time
-from lookout_cli.models import lookup
-from lookout_cli.saved import SavedStore
 from test_compact_fixtures import parse, session
+
+from lookout_cli.cli import cli
+from lookout_cli.compaction import prepared
+from lookout_cli.core.saved import SavedStore
+from lookout_cli.core.times import parse_time
+from lookout_cli.tokens.models import lookup
 
 T0 = parse_time("2025-10-01T11:00:00Z")  # the last response (the generated turns come before it)
 FORMATS = ("claude-code", "anthropic")

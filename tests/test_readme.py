@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)

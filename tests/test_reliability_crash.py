@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import lookout_exe
 from strategies import Call, Conversation, Result, Step, Turn, png_base64, render
 from test_reliability_harness import LONG, environment, run_cli, tally, workdir

@@ -18,12 +18,9 @@ import subprocess
 
 import orjson
 import pytest
+from conftest import lookout_exe
 from hypothesis import given
 from hypothesis import strategies as st
-
-from conftest import lookout_exe
-from lookout_cli.errors import LookoutError
-from lookout_cli.formats import ADAPTERS, Transcript, load_adapter
 from strategies import transcripts
 from test_reliability_harness import (
     LONG,
@@ -38,6 +35,9 @@ from test_reliability_harness import (
     tally,
     workdir,
 )
+
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.formats import ADAPTERS, Transcript, load_adapter
 
 NOW = "2026-01-02T12:00:00Z"
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from lookout_cli.core.jsonl import Record, read_records
 from lookout_cli.formats import Transcript, detect, load_adapter
-from lookout_cli.jsonl import Record, read_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from strategies import FORMATS, render, transcripts  # noqa: E402
@@ -173,8 +173,8 @@ def clear_and_write(transcript: Transcript, rounds: int) -> bytes:
     """Build the view and check its pairs, clear up to ``rounds`` tool results and images one at
     a time from a fresh view (as commands do: an image may sit inside a result just cleared),
     and write the transcript. A ``LookoutError`` (a refusal) passes up."""
-    from lookout_cli.jsonl import RecordWriter
-    from lookout_cli.view import IMAGE, TOOL_RESULT
+    from lookout_cli.core.jsonl import RecordWriter
+    from lookout_cli.formats.view import IMAGE, TOOL_RESULT
 
     transcript.view().orphans()
     for _ in range(rounds if transcript.adapter.can_write else 0):
@@ -215,8 +215,9 @@ def orphan_count(data: bytes, fmt: str) -> int:
 
 def context_tokens(data: bytes, fmt: str) -> int:
     """Tokens the model would be sent: every item of the view, images by their provider formula."""
-    from lookout_cli.meter import image_provider, item_tokens
-    from lookout_cli.tokens import TokenCounter
+    from lookout_cli.images.costs import image_provider
+    from lookout_cli.meter.analysis import item_tokens
+    from lookout_cli.tokens.tokenizer import TokenCounter
 
     view = transcript_of(data, fmt).view()
     counter = TokenCounter.for_model(view.model, exact=True)

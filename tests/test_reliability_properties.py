@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from strategies import texts, transcripts
 from test_reliability_harness import (
     assert_clean,
@@ -92,8 +91,9 @@ MENTION_PROMPTS = st.one_of(
 
 def _workspace(root: Path) -> Path:
     """A project folder for mentions and memory: a few files, an image, a secret outside."""
-    from strategies import png_base64
     import base64
+
+    from strategies import png_base64
 
     ws = root / "ws"
     if not ws.exists():

@@ -8,10 +8,10 @@ import json
 
 import orjson
 import pytest
-
-from lookout_cli.jsonl import loads_exact, read_records
 from strategies import Call, Conversation, Result, Step, Turn, png_base64, render
 from test_reliability_harness import assert_clean, bodies, context_tokens, run_cli
+
+from lookout_cli.core.jsonl import loads_exact, read_records
 
 NOW = "2026-01-02T12:00:00Z"
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAALCAIAAAAx7HC4AAAAEUlEQVR4nGNgYGZgYmAgCgMAAmIAGAjrL20AAAAASUVORK5CYII="
@@ -86,11 +86,12 @@ def test_whether_to_clamp_does_not_depend_on_the_line_around_the_output(tmp_path
     of the output and of its line; a line changed elsewhere (a sibling output clamped by the
     first run) changed the hash digits and so the estimate, and a second run clamped what the
     first had kept: compact was not idempotent (found by the pipeline property)."""
-    from lookout_cli.clearing import clamp_item
-    from lookout_cli.saved import SavedStore
-    from lookout_cli.tokens import estimate
-    from lookout_cli.view import TOOL_RESULT
     from test_reliability_harness import transcript_of
+
+    from lookout_cli.core.saved import SavedStore
+    from lookout_cli.formats.clearing import clamp_item
+    from lookout_cli.formats.view import TOOL_RESULT
+    from lookout_cli.tokens.tokenizer import estimate
 
     output = "\n".join(f"{i % 10}" for i in range(1200))  # short lines: the cut moves by a token
     store = SavedStore(tmp_path, dry_run=True)
@@ -116,7 +117,7 @@ def test_memory_learn_reads_prompts_with_lone_surrogates():
     """memory_tidy.prompt_key hashed raw.encode() (strict UTF-8), and the note was written to a
     UTF-8 file as it was: a prompt holding a lone surrogate was an internal error
     (UnicodeEncodeError). Fixed: the key hashes with surrogatepass, and a note's lone
-    surrogates become U+FFFD (``memory_store.normalize_note``)."""
+    surrogates become U+FFFD (``memory.store.normalize_note``)."""
     data = b'{"role":"user","content":"remember that caf\\u00e9 \\ud800 opens at nine"}\n' \
            b'{"role":"assistant","content":"Noted."}\n'
     out = run_cli(["memory", "learn", "-q"], data)
@@ -127,7 +128,7 @@ def test_memory_learn_reads_prompts_with_lone_surrogates():
 def test_memory_save_takes_arguments_with_undecodable_bytes(tmp_path):
     """memory save wrote a note or --details holding a lone surrogate (how Python reads an
     argument byte that is not UTF-8) to a UTF-8 file: an internal error (UnicodeEncodeError).
-    Fixed: such a character becomes U+FFFD (``memory_store.utf8_safe``)."""
+    Fixed: such a character becomes U+FFFD (``memory.store.utf8_safe``)."""
     from test_reliability_harness import workdir
 
     with workdir(tmp_path):
@@ -142,7 +143,7 @@ def test_truncate_with_nothing_to_drop_changes_nothing(fmt):
     """compactor truncate stage (compact_plan): with nothing to drop ('dropped 0 turns') it still
     wrote a compaction and its notice, so the context grew. The plans counted the image before
     the kept prompt's text, in the same message, as an earlier turn. Fixed: a split keeps the
-    prompt's whole message (``compact_plan.message_start``), so nothing is written."""
+    prompt's whole message (``compaction.plan.message_start``), so nothing is written."""
     conv = Conversation("claude-sonnet-4-5", "sys", [Turn("only turn", png_base64(1, 1, (0, 0, 0)), [], "ok")],
                         None, [], False, [0], False, True)
     data = render(conv, fmt)
@@ -184,7 +185,7 @@ def test_compact_twice_changes_nothing_the_second_time():
 def test_compact_never_grows_the_context_of_a_single_turn():
     """compactor summarize: with 0 earlier turns (one turn, kept) it counted the kept prompt's
     image as summarized (765 tokens) and wrote a note anyway: the context grew (226 -> 1,259
-    tokens). Fixed: the kept prompt's message stays whole (``compact_plan.message_start``), and
+    tokens). Fixed: the kept prompt's message stays whole (``compaction.plan.message_start``), and
     a run whose result would not be smaller leaves the transcript as it was."""
 
     def line(uuid, parent, **rest):
@@ -257,8 +258,9 @@ def test_restore_after_clear_images_repair_gives_the_input_back():
     """image_repair.repair_images saved the original line but wrote the shrunk image without a
     restore marker: restore could not put it back. Fixed: a note after the shrunk image names
     the saved original and carries the marker (``Adapter.add_note``)."""
-    from test_reliability_security import _png_bomb
     import base64
+
+    from test_reliability_security import _png_bomb
 
     image = base64.b64encode(_png_bomb(9000, 20)).decode()
     data = lines({"role": "user", "content": [{"type": "image", "source": {"type": "base64",
@@ -275,7 +277,7 @@ def test_restore_after_clear_images_repair_gives_the_input_back():
 def test_clear_images_clears_an_image_whose_size_it_cannot_read():
     """image_budget.image_tokens probed the image header and let ImageError through: one image
     lookout cannot size made clear-images fail (exit 2). Fixed: it is priced as ``measure``
-    prices it (``meter.image_item_tokens``: a 1024 px square) and cleared like any other."""
+    prices it (``meter.analysis.image_item_tokens``: a 1024 px square) and cleared like any other."""
     data = lines({"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                                                          "data": "A" * 84}},
                                               {"type": "text", "text": "see"}]},

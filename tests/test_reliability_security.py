@@ -19,7 +19,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from conftest import lookout_exe
 from test_reliability_harness import LONG, assert_clean, environment, run_cli, tally, workdir
 

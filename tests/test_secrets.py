@@ -13,7 +13,7 @@ import string
 
 import pytest
 
-from lookout_cli import secrets
+from lookout_cli.core import secrets
 
 R = random.Random(20261129)
 ALNUM = string.ascii_letters + string.digits

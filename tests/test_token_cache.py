@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from lookout_cli import tokens
-from lookout_cli.token_cache import CachedCounter, TokenCache, Workers, block_key
+from lookout_cli.tokens import tokenizer as tokens
+from lookout_cli.tokens.cache import CachedCounter, TokenCache, Workers, block_key
 
 TEXTS = [
     "def main():\n    return 0\n",
@@ -54,7 +54,7 @@ def test_large_tables_are_read_key_by_key(tmp_path):
 def test_new_counts_are_written_as_they_pile_up_and_still_found(tmp_path, monkeypatch):
     """A cold run over a long session makes a count per block: they go to the table every
     PENDING_MAX, not all held to the end, and later lookups (same process) find them there."""
-    monkeypatch.setattr("lookout_cli.token_cache.PENDING_MAX", 4)
+    monkeypatch.setattr("lookout_cli.tokens.cache.PENDING_MAX", 4)
     path = tmp_path / "t.sqlite3"
     texts = [f"block {i}" for i in range(10)]
     with TokenCache("o200k_base", path) as cache:
@@ -105,7 +105,7 @@ def test_cached_counter_counts_like_token_counter(tmp_path):
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_counts_in_worker_processes_equal_serial(jobs, monkeypatch):
-    import lookout_cli.token_cache as tc
+    import lookout_cli.tokens.cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)  # fork even for this small input
     texts = [t * k for k in range(1, 8) for t in TEXTS]
@@ -116,7 +116,7 @@ def test_counts_in_worker_processes_equal_serial(jobs, monkeypatch):
 
 
 def test_count_later_counts_in_processes_and_fills_the_cache(tmp_path, monkeypatch):
-    import lookout_cli.token_cache as tc
+    import lookout_cli.tokens.cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
     counter = CachedCounter(tokens.TokenCounter("o200k_base"), TokenCache("o200k_base", tmp_path / "c.sqlite3"))
@@ -129,7 +129,7 @@ def test_count_later_counts_in_processes_and_fills_the_cache(tmp_path, monkeypat
 
 def test_counts_from_processes_are_not_tokenized_again_without_a_disk_cache(monkeypatch):
     """--no-cache --jobs 2 counted every block in the workers, then once more in the parent."""
-    import lookout_cli.token_cache as tc
+    import lookout_cli.tokens.cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 0)
     counter = CachedCounter(tokens.TokenCounter("o200k_base"), None)
@@ -142,7 +142,7 @@ def test_counts_from_processes_are_not_tokenized_again_without_a_disk_cache(monk
 def test_workers_fork_once_and_count_batch_after_batch(monkeypatch):
     """measure --jobs sends the view's texts a batch at a time: the processes are forked at the
     first batch worth it and kept for the rest, and every batch's counts are exact."""
-    import lookout_cli.token_cache as tc
+    import lookout_cli.tokens.cache as tc
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 100)
     workers = tc.Workers("o200k_base", 2)
@@ -162,10 +162,10 @@ def test_workers_fork_once_and_count_batch_after_batch(monkeypatch):
 def test_the_view_sink_keeps_at_most_two_batches_away(monkeypatch):
     """With --jobs the items' texts wait in memory until their batch is counted: no more than
     IN_FLIGHT batches are ever away, and every item gets the count the tokenizer gives."""
-    import lookout_cli.item_counts as ic
-    import lookout_cli.token_cache as tc
-    from lookout_cli.jsonl import Record
-    from lookout_cli.view import TEXT, Item, View
+    import lookout_cli.meter.item_counts as ic
+    import lookout_cli.tokens.cache as tc
+    from lookout_cli.core.jsonl import Record
+    from lookout_cli.formats.view import TEXT, Item, View
 
     monkeypatch.setattr(tc, "MIN_PARALLEL_CHARS", 100)
     monkeypatch.setattr(ic, "BATCH_CHARS", 2_000)

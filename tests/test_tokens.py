@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lookout_cli import tokens
-from lookout_cli.errors import LookoutError
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.tokens import tokenizer as tokens
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -138,7 +138,7 @@ except Exception:
     blocked = True
 os.environ["TIKTOKEN_CACHE_DIR"] = sys.argv[1]
 
-from lookout_cli import tokens
+from lookout_cli.tokens import tokenizer as tokens
 
 texts = json.loads(open(sys.argv[3], encoding="utf-8", errors="surrogatepass").read())
 result = {"blocked": blocked}
@@ -273,7 +273,10 @@ def test_nothing_loads_tiktoken_until_a_real_count(tmp_path):
     code = textwrap.dedent(
         """
         import sys
-        from lookout_cli import tokens, models, budget, images
+        from lookout_cli.tokens import tokenizer as tokens
+        from lookout_cli.tokens import models
+        from lookout_cli.tokens import budget
+        from lookout_cli.images import probe as images
         assert tokens.estimate("some text") > 0
         c = tokens.TokenCounter(exact=False)
         assert c.count("x" * 100) > 0 and not c.exact

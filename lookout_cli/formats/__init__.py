@@ -1,5 +1,9 @@
 """Format adapters: detect a transcript's format, build its view, write edits back in its shape.
 
+The neutral view every command reads (``view``, with its words in ``kinds``) and clearing a
+part of it with the content saved first (``clearing``) live here too. Imports ``core`` and
+``tokens.tokenizer``.
+
 Each adapter module defines one ``Adapter`` subclass and registers it in ``ADAPTERS`` below.
 The interface every command relies on is the ``Adapter`` base class; a command never checks
 which format it holds.
@@ -12,11 +16,11 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from lookout_cli.errors import LookoutError
-from lookout_cli.jsonl import Record
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import Record
 
 if TYPE_CHECKING:  # pragma: no cover - imported by the adapters, which build views
-    from lookout_cli.view import Item, View
+    from lookout_cli.formats.view import Item, View
 
 # name -> module inside lookout_cli.formats; imported only when needed
 ADAPTERS = {
@@ -94,7 +98,7 @@ class Transcript:
         """The model-visible view, built once and rebuilt after ``invalidate()``."""
         if self._view is None:
             if self.adapter is None:
-                from lookout_cli.view import View
+                from lookout_cli.formats.view import View
 
                 self._view = View(format="unknown")
             else:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from lookout_cli import formats
+from lookout_cli.core.jsonl import Record
 from lookout_cli.formats.claude_items import dumps, image_ref, text_of_result
 from lookout_cli.formats.message_list import (
     ANTHROPIC_BLOCKS,
@@ -47,10 +48,19 @@ from lookout_cli.formats.message_list import (
     setup_text,
     text_part,
 )
-from lookout_cli.jsonl import Record
-from lookout_cli.view import (
-    IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item, Usage,
+from lookout_cli.formats.view import (
+    IMAGE,
+    NOTICE,
+    SETUP,
+    SUMMARY,
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Item,
+    Usage,
 )
+
 
 def _message_score(m: Any) -> int:
     if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):

@@ -33,14 +33,14 @@ studies of its source [secondary]) is followed where it is known:
 
 from __future__ import annotations
 
-import datetime as _dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lookout_cli.core.jsonl import Record
+from lookout_cli.core.times import parse_time
 from lookout_cli.formats import CALL_BLOCKS, interned, type_of
-from lookout_cli.jsonl import Record
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
 CHAIN_TYPES = CONVERSATION_TYPES | {"progress", "saved_hook_context"}
@@ -480,18 +480,6 @@ def _find_leaf(objs, kinds, lines, members, parent_of) -> int | None:
         if stamp is not None and (best_time is None or stamp > best_time):
             best, best_time = i, stamp
     return best if best is not None else candidates[-1]
-
-
-def parse_time(value: Any) -> _dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        stamp = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=_dt.timezone.utc)
-    return stamp
 
 
 def _preserved_relinks(objs, kinds, lines, members, resolve, latest) -> tuple[dict[int, int], set[int]]:

@@ -27,17 +27,32 @@ import uuid as _uuid
 from collections.abc import Iterator
 from typing import Any
 
-from lookout_cli.errors import LookoutError
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import Record, loads_exact
+from lookout_cli.core.times import parse_time
 from lookout_cli.formats import Adapter as _Base
 from lookout_cli.formats import Transcript, as_str, type_of
 from lookout_cli.formats.claude_chain import (
-    CONVERSATION_TYPES, ID_FIELDS, LINE_TYPES, Chain, RecentUuids, build_chain, node_of, parse_time, plain, revive,
+    CONVERSATION_TYPES,
+    ID_FIELDS,
+    LINE_TYPES,
+    Chain,
+    RecentUuids,
+    build_chain,
+    node_of,
+    plain,
+    revive,
 )
 from lookout_cli.formats.claude_items import (
-    SETUP_FIELD, TRUNCATED_FIELD, build_view, counted_texts, text_of_result, usage_node, usage_view,
+    SETUP_FIELD,
+    TRUNCATED_FIELD,
+    build_view,
+    counted_texts,
+    text_of_result,
+    usage_node,
+    usage_view,
 )
-from lookout_cli.jsonl import Record, loads_exact
-from lookout_cli.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
+from lookout_cli.formats.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
 
 SUMMARY_PREFIX = (
     "This session is being continued from a previous conversation that ran out of context. "

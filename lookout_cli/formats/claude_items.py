@@ -30,10 +30,22 @@ from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
 from lookout_cli.formats.claude_chain import Chain, is_boundary, is_map, line_type, message_id, tool_calls, usage_of
-from lookout_cli.line_memo import has_prompt, unpack
-from lookout_cli.view import (
-    IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT,
-    Compaction, ImageRef, Item, Usage, View,
+from lookout_cli.formats.view import (
+    IMAGE,
+    NOTICE,
+    SETUP,
+    SUMMARY,
+    TEXT,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Compaction,
+    ImageRef,
+    Item,
+    Usage,
+    View,
+    has_prompt,
+    unpack,
 )
 
 SETUP_FIELD = "lookoutSetup"  # marks the isMeta lines that set_setup writes

@@ -19,33 +19,47 @@ import datetime as dt
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from lookout_cli import formats
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import Record, loads_exact
+from lookout_cli.core.saved import restore_marker
 from lookout_cli.formats import as_str, interned
-from lookout_cli.errors import LookoutError
-from lookout_cli.jsonl import Record, loads_exact, loads_to_read
-from lookout_cli.saved import restore_marker
-from lookout_cli.tokens import estimate
-from lookout_cli.view import (
+from lookout_cli.formats.codex_items import (
+    CALL_ID,
+    CALL_NAME,
+    LOOKOUT_SETUP,
+    REAL_USER,
+    SETUP_MESSAGE,
+    SUMMARY_PREFIX,
+    TEXT_PARTS,
+    TRUNCATION_NOTICE,
+    TYPE,
+    Builder,
+    Entry,
+    Scan,
+    get_path,
+    image_key,
+    json_text,
+    message_texts,
+    parse_wrapped,
+    payload_facts,
+)
+from lookout_cli.formats.view import (
     IMAGE,
-    NOTICE,
     SETUP,
-    SETUP_PARTS,
-    SUMMARY,
-    TEXT,
     THINKING,
     TOOL_CALL,
     TOOL_RESULT,
     Compaction,
-    ImageRef,
     Item,
     Usage,
     View,
 )
+from lookout_cli.tokens.tokenizer import estimate
 
 RECORD_TYPES = frozenset(
     {
@@ -60,63 +74,26 @@ RECORD_TYPES = frozenset(
     }
 )
 
-# codex-rs/core/templates/compact/summary_prefix.md
-SUMMARY_PREFIX = (
-    "Another language model started to solve this problem and produced a summary of its thinking "
-    "process. You also have access to the state of the tools that were used by that language "
-    "model. Use this to build on the work that has already been done and avoid duplicating work. "
-    "Here is the summary produced by the other language model, use the information in this "
-    "summary to assist with your own analysis:"
-)
-TRUNCATION_NOTICE = (
-    "[lookout: the earlier part of this conversation was removed to make room in the context "
-    "window; no summary of it was kept.]"
-)
+
 CLEARED_NOTE = "lookout_cleared"  # in a user_message event whose images lookout blanked
+
+
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "total_tokens")
+
+
 _TOTAL = USAGE_KEYS.index("total_tokens")
+
+
 COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
 
+
 SETUP_OPEN = '<lookout-setup name="{key}">'
+
+
 SETUP_CLOSE = "</lookout-setup>"
-_SETUP_RE = re.compile(r'\A<lookout-setup name="([^"]*)">\n')
 
-# Output items the model produced (one API response may hold several).
-_MODEL_OUTPUT_TYPES = frozenset(
-    {
-        "reasoning",
-        "function_call",
-        "custom_tool_call",
-        "local_shell_call",
-        "web_search_call",
-        "image_generation_call",
-        "tool_search_call",
-        "shell_call",
-        "apply_patch_call",
-        "mcp_call",
-        "computer_call",
-        "code_interpreter_call",
-        "file_search_call",
-    }
-)
-# Tool calls without a call_id (server-side) and what to call them.
-_CALL_NAMES = {
-    "local_shell_call": "local_shell",
-    "web_search_call": "web_search",
-    "image_generation_call": "image_generation",
-    "tool_search_call": "tool_search",
-    "shell_call": "shell",
-    "apply_patch_call": "apply_patch",
-    "computer_call": "computer",
-    "code_interpreter_call": "code_interpreter",
-    "file_search_call": "file_search",
-}
-_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
+
 _ISO_RE = re.compile(r"\A\d{4}-\d\d-\d\dT")
-_DATA_URL_RE = re.compile(r"\Adata:([^;,]*)((?:;[^;,]*)*?);base64,", re.I)
-
-
-# --- small helpers --------------------------------------------------------------------------
 
 
 def now_timestamp() -> str:
@@ -132,29 +109,6 @@ def _exact(record: Record) -> Any:
     return loads_exact(record.body)
 
 
-def _get(obj: Any, path: tuple) -> Any:
-    for key in path:
-        obj = obj[key]
-    return obj
-
-
-def _dumps(obj: Any) -> str:
-    """serde_json's compact shape, for JSON that Codex keeps inside a string."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-def image_ref(url: Any) -> ImageRef:
-    """An ImageRef for an ``input_image.image_url`` (a data URL, a remote URL, or nothing)."""
-    if not isinstance(url, str):
-        return ImageRef(media_type=None)
-    match = _DATA_URL_RE.match(url)
-    if match:
-        data = url[match.end() :]
-        pad = len(data) - len(data.rstrip("="))
-        return ImageRef(media_type=match.group(1) or None, data=data, nbytes=max(0, len(data) * 3 // 4 - pad))
-    return ImageRef(media_type=None, url=url)
-
-
 def data_url(media_type: str, data: str) -> str:
     return f"data:{media_type};base64,{data}"
 
@@ -163,144 +117,8 @@ def _valid_ts(value: Any) -> str | None:
     return value if isinstance(value, str) and _ISO_RE.match(value) else None
 
 
-def _opaque_text(blob: Any) -> str:
-    """An encrypted blob counts as text of a quarter of its length."""
-    if not isinstance(blob, str):
-        return ""
-    return blob[: len(blob) // 4]
-
-
-def classify_user_text(text: str) -> tuple[str, str | None]:
-    """(kind, setup part) of one text part of a user message, by Codex's own context markers."""
-    head = text.lstrip()
-    low = head[:64].lower()
-    if low.startswith("# agents.md instructions for ") or low.startswith("<user_instructions>"):
-        return SETUP, "rules"
-    if low.startswith("<environment_context>"):
-        return SETUP, "environment"
-    if low.startswith("<skill"):
-        return SETUP, "skills"
-    if head.startswith(SUMMARY_PREFIX):
-        return SUMMARY, None
-    if head.startswith(TRUNCATION_NOTICE[:40]):
-        return NOTICE, None
-    if low.startswith(("<user_shell_command>", "<turn_aborted>", "<subagent_notification>")):
-        return NOTICE, None
-    if _SETUP_RE.match(text):
-        return SETUP, None
-    return TEXT, None
-
-
-def summary_body(text: str) -> str:
-    """The summary itself, without Codex's prefix."""
-    head = text.lstrip()
-    if head.startswith(SUMMARY_PREFIX):
-        return head[len(SUMMARY_PREFIX) :].lstrip("\n")
-    return text
-
-
-def setup_key(text: str) -> str | None:
-    match = _SETUP_RE.match(text)
-    return match.group(1) if match else None
-
-
 def wrap_setup(key: str, text: str) -> str:
     return SETUP_OPEN.format(key=key) + "\n" + text + "\n" + SETUP_CLOSE
-
-
-def _setup_part(key: str | None) -> str:
-    if key in SETUP_PARTS:
-        return key  # type: ignore[return-value]
-    return "memory" if key and "memory" in key else "system"
-
-
-# --- the rebuilt history --------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Entry:
-    """One item of the model-visible history: where it lives and what the scan needs of it (its
-    payload is read from the record when the item is built, unless made up here)."""
-
-    record: Record
-    path: tuple  # path of the payload inside the record's value
-    facts: tuple  # _facts(payload)
-    ts: str | None = None  # the record's timestamp
-    payload: dict | None = None  # made up: the summary message of a compaction without history
-    rebuilt: bool = False  # an earlier item that a local compaction carries forward
-    truncated: str | None = None  # the text Codex keeps of a rebuilt user message, when cut
-
-    @property
-    def synthetic(self) -> bool:
-        """A summary message built from ``compacted.message`` (no payload in the line)."""
-        return self.payload is not None
-
-    def read(self) -> dict:
-        """The payload (a lean record reads its line again: ``release()`` it after)."""
-        return self.payload if self.payload is not None else _get(self.record.data, self.path)
-
-    def carried(self, truncated: str | None = None) -> _Entry:
-        """This entry as a local compaction carries it forward."""
-        return _Entry(self.record, self.path, self.facts, self.ts, self.payload, True, truncated)
-
-
-@dataclass(slots=True)
-class _Scan:
-    entries: list
-    base: Record | None = None  # the compacted record the current history starts at
-    base_has_history: bool = False
-    session_id: str | None = None
-    cwd: str | None = None
-    model: str | None = None
-    meta_setup: tuple | None = None  # (record, path, text) of the session's base instructions
-    usages: list | None = None
-    compactions: list | None = None
-    last_timestamp: str | None = None
-    event_images: dict | None = None  # data URL -> event_msg user_message records listing it
-
-
-def _message_texts(payload: dict) -> list[str]:
-    content = payload.get("content")
-    if isinstance(content, str):
-        return [content]
-    texts = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-    return texts
-
-
-def _is_real_user_message(payload: dict, texts: list[str]) -> bool:
-    """Codex's collect_user_messages: user messages that are not injected context or summaries."""
-    if payload.get("type") != "message" or payload.get("role") != "user" or not texts:
-        return False
-    return all(classify_user_text(t)[0] == TEXT for t in texts)
-
-
-def _is_setup_message(payload: dict, texts: list[str]) -> bool:
-    if payload.get("type") != "message":
-        return False
-    role = payload.get("role")
-    if role in ("developer", "system"):
-        return True
-    return bool(texts) and role == "user" and all(classify_user_text(t)[0] == SETUP for t in texts)
-
-
-# What the scan, a rollback, a local compaction and ``compact`` read of a history item, so that
-# a lean transcript keeps this instead of the item: (type, call_id and tool name when it is a
-# call, a real user message, a setup message, a setup block lookout put there).
-TYPE, CALL_ID, CALL_NAME, REAL_USER, SETUP_MESSAGE, LOOKOUT_SETUP = range(6)
-
-
-def _facts(payload: dict) -> tuple:
-    kind = interned(formats.type_of(payload))
-    call_id = payload.get("call_id")
-    call = isinstance(call_id, str) and kind is not None and (kind in _MODEL_OUTPUT_TYPES or kind.endswith("_call"))
-    texts = _message_texts(payload) if kind == "message" else []
-    return (kind, call_id if call else None, interned(_call_name(payload)) if call else None,
-            _is_real_user_message(payload, texts), _is_setup_message(payload, texts),
-            any(setup_key(t) for t in texts))
 
 
 def _roll_back(entries: list, turns: int) -> list:
@@ -326,7 +144,7 @@ def _rebuild_local(entries: list, record: Record, ts: str | None) -> list:
             continue
         if budget <= 0:
             break
-        text = "\n".join(_message_texts(e.read()))
+        text = "\n".join(message_texts(e.read()))
         e.record.release()
         cost = estimate(text)
         users.append(e.carried(text[: budget * 3] if cost > budget else None))
@@ -336,7 +154,7 @@ def _rebuild_local(entries: list, record: Record, ts: str | None) -> list:
     record.release()
     payload = {"type": "message", "role": "user",
                "content": [{"type": "input_text", "text": message if isinstance(message, str) else ""}]}
-    summary = _Entry(record, ("payload", "message"), _facts(payload), ts, payload)
+    summary = Entry(record, ("payload", "message"), payload_facts(payload), ts, payload)
     return setup + users + [summary]
 
 
@@ -348,12 +166,12 @@ def node_of(obj: dict) -> tuple:
     if not isinstance(payload, dict):
         return kind, ts, None
     if kind == "response_item":
-        return kind, ts, _facts(payload)
+        return kind, ts, payload_facts(payload)
     if kind == "compacted":
         history = payload.get("replacement_history")
         if not isinstance(history, list):
             return kind, ts, (None,)
-        return kind, ts, ([(i, _facts(item)) for i, item in enumerate(history) if isinstance(item, dict)],)
+        return kind, ts, ([(i, payload_facts(item)) for i, item in enumerate(history) if isinstance(item, dict)],)
     if kind == "session_meta":
         base = payload.get("base_instructions")
         if isinstance(base, dict) and isinstance(base.get("text"), str) and base["text"]:
@@ -376,7 +194,7 @@ def node_of(obj: dict) -> tuple:
             return kind, ts, (etype, payload.get("num_turns"))
         if etype == "user_message":
             images = payload.get("images")
-            urls = [_image_key(u) for u in images if isinstance(u, str) and u] if isinstance(images, list) else []
+            urls = [image_key(u) for u in images if isinstance(u, str) and u] if isinstance(images, list) else []
             return kind, ts, (etype, urls)
         return kind, ts, (etype, None)
     return kind, ts, ()
@@ -393,14 +211,6 @@ def _token_count(info: dict) -> tuple[bytes, tuple | None]:
         same = repr([total, last]).encode()
     figures = (*map(last.get, USAGE_KEYS), info.get("model_context_window")) if isinstance(last, dict) else None
     return hashlib.sha256(same).digest()[:16], figures
-
-
-def _image_key(url: str) -> str:
-    """What an image's URL is known by in the scan: a data URL by its digest (it holds the image)."""
-    return url if len(url) <= 256 else hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-# --- the adapter ----------------------------------------------------------------------------
 
 
 class Adapter(formats.Adapter):
@@ -422,10 +232,10 @@ class Adapter(formats.Adapter):
     def node(self, obj: Any) -> Any:
         return node_of(obj)
 
-    def _scan(self, transcript: formats.Transcript, items: bool = True) -> _Scan:
+    def _scan(self, transcript: formats.Transcript, items: bool = True) -> Scan:
         """What the view is built from; without ``items``, only usages, compactions and the
         model (``usage_view``: the lines a usage-only load kept, their bytes not at hand)."""
-        scan = _Scan(entries=[], usages=[], compactions=[], event_images={})
+        scan = Scan(entries=[], usages=[], compactions=[], event_images={})
         last_key = None
         last_total: int | None = None
         pending_after: Compaction | None = None
@@ -439,11 +249,11 @@ class Adapter(formats.Adapter):
             if facts is None:  # the payload is not an object
                 continue
             if kind == "response_item":
-                scan.entries.append(_Entry(record, ("payload",), facts, ts))
+                scan.entries.append(Entry(record, ("payload",), facts, ts))
             elif kind == "compacted":
                 history = facts[0]
                 if items and history is not None:
-                    scan.entries = [_Entry(record, ("payload", "replacement_history", i), item, ts)
+                    scan.entries = [Entry(record, ("payload", "replacement_history", i), item, ts)
                                     for i, item in history]
                     scan.base_has_history = True
                 elif items:
@@ -496,7 +306,7 @@ class Adapter(formats.Adapter):
     def usage_view(self, records) -> View:
         return self._bare_view(self._scan(formats.Transcript(list(records), self), items=False))
 
-    def _bare_view(self, scan: _Scan, sink=None) -> View:
+    def _bare_view(self, scan: Scan, sink=None) -> View:
         """The view of a scan before its items: usages, compactions, model and session."""
         return View(format=self.name, usages=scan.usages, compactions=scan.compactions, model=scan.model,
                     session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp, sink=sink)
@@ -520,10 +330,10 @@ class Adapter(formats.Adapter):
     def view(self, transcript: formats.Transcript) -> View:
         scan = self._scan(transcript)
         view = self._bare_view(scan, transcript.sink)
-        builder = _Builder(view, scan)
+        builder = Builder(view, scan)
         if scan.meta_setup is not None:
             record, path, ts = scan.meta_setup
-            text = _get(record.data, path)
+            text = get_path(record.data, path)
             record.release()
             builder.add(Item("system", SETUP, text, record, path=path, setup="system", timestamp=ts), assistant=False)
         tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
@@ -538,10 +348,10 @@ class Adapter(formats.Adapter):
             raise LookoutError("cannot replace encrypted or signed content: it must stay as it is")
         record, path = item.record, item.path
         shape = item.extra.get("shape")
-        current = _get(_exact(record), path)
+        current = get_path(_exact(record), path)
         if item.kind == IMAGE and path[-1] == "result":  # a generated image (image_generation_call)
             if current:
-                obj = _get(record.edit(), path[:-1])
+                obj = get_path(record.edit(), path[:-1])
                 obj["result"] = ""
                 prompt = obj.get("revised_prompt")
                 obj["revised_prompt"] = (prompt + "\n" if isinstance(prompt, str) and prompt else "") + text
@@ -552,7 +362,7 @@ class Adapter(formats.Adapter):
             url = current.get("image_url") if isinstance(current, dict) else None
             if current != new:
                 obj = record.edit()
-                parent = _get(obj, path[:-1])
+                parent = get_path(obj, path[:-1])
                 parent[path[-1]] = new
             if isinstance(url, str) and url:
                 for event in item.extra.get("events", ()):
@@ -564,7 +374,7 @@ class Adapter(formats.Adapter):
             field = "tools" if shape == "tools" else "output"
             if current.get(field) != new_output:
                 record.edit()
-                _get(record.obj, path)[field] = new_output
+                get_path(record.obj, path)[field] = new_output
                 transcript.invalidate()
             return
         if item.kind == TOOL_CALL:
@@ -572,20 +382,20 @@ class Adapter(formats.Adapter):
             if not field:
                 raise LookoutError(f"cannot replace the arguments of a {current.get('type')} call")
             if field == "arguments":
-                value = text if _is_json_object(text) else _dumps({"lookout_cleared": text})
+                value = text if _is_json_object(text) else json_text({"lookout_cleared": text})
             elif field == "input":
                 value = text
             else:
                 raise LookoutError(f"cannot replace the arguments of a {current.get('type')} call")
             if current.get(field) != value:
                 record.edit()
-                _get(record.obj, path)[field] = value
+                get_path(record.obj, path)[field] = value
                 transcript.invalidate()
             return
         if item.kind == THINKING:
             new = [{"type": "summary_text", "text": text}]
             if current.get("summary") != new or current.get("content"):
-                obj = _get(record.edit(), path)
+                obj = get_path(record.edit(), path)
                 obj["summary"] = new
                 if obj.get("content"):
                     obj["content"] = None
@@ -595,13 +405,13 @@ class Adapter(formats.Adapter):
         if isinstance(current, str):
             if current != text:
                 obj = record.edit()
-                parent = _get(obj, path[:-1])
+                parent = get_path(obj, path[:-1])
                 parent[path[-1]] = text
                 transcript.invalidate()
             return
         if isinstance(current, dict):
             if current.get("text") != text:
-                _get(record.edit(), path)["text"] = text
+                get_path(record.edit(), path)["text"] = text
                 transcript.invalidate()
             return
         raise LookoutError(f"cannot replace this {item.kind} part of a Codex transcript")
@@ -646,7 +456,7 @@ class Adapter(formats.Adapter):
                 raise LookoutError(f"unknown attachment type {part.get('type')!r}")
         if not new:
             return
-        message = _get(prompt.record.edit(), entry_path)
+        message = get_path(prompt.record.edit(), entry_path)
         content = message.get("content")
         if isinstance(content, str):
             content = [{"type": "input_text", "text": content}]
@@ -666,7 +476,7 @@ class Adapter(formats.Adapter):
             else:
                 wrapped = wrap_setup(key, text)
                 if item.text != wrapped:
-                    _get(item.record.edit(), item.path)["text"] = wrapped
+                    get_path(item.record.edit(), item.path)["text"] = wrapped
                     transcript.invalidate()
             return
         if text is None:
@@ -688,7 +498,7 @@ class Adapter(formats.Adapter):
             if entry_path == ("payload",):
                 transcript.insert_after(last.record, [self._new_line("response_item", payload, last.record)])
             else:  # inside a compacted record's replacement_history
-                history = _get(last.record.edit(), entry_path[:-1])
+                history = get_path(last.record.edit(), entry_path[:-1])
                 history.insert(entry_path[-1] + 1, payload)
                 transcript.invalidate()
             return
@@ -713,7 +523,7 @@ class Adapter(formats.Adapter):
     @staticmethod
     def _remove_setup(transcript: formats.Transcript, item: Item) -> None:
         entry_path = item.extra["entry_path"]
-        message = _get(_exact(item.record), entry_path)
+        message = get_path(_exact(item.record), entry_path)
         content = message.get("content") if isinstance(message, dict) else None
         only_part = isinstance(content, list) and len(content) == 1
         if only_part and entry_path == ("payload",):
@@ -721,9 +531,9 @@ class Adapter(formats.Adapter):
             return
         obj = item.record.edit()
         if only_part:
-            del _get(obj, entry_path[:-1])[entry_path[-1]]
+            del get_path(obj, entry_path[:-1])[entry_path[-1]]
         else:
-            del _get(obj, item.path[:-1])[item.path[-1]]
+            del get_path(obj, item.path[:-1])[item.path[-1]]
         transcript.invalidate()
 
     def compact(
@@ -794,22 +604,14 @@ def _is_json_object(text: str) -> bool:
         return False
 
 
-def _call_name(payload: dict) -> str:
-    name = payload.get("name")
-    if isinstance(name, str) and name:
-        return name
-    kind = formats.type_of(payload)
-    return _CALL_NAMES.get(kind, kind or "tool")
-
-
-def _copy_payload(entry: _Entry) -> dict:
+def _copy_payload(entry: Entry) -> dict:
     if entry.synthetic:  # the summary of a compaction without replacement_history
-        texts = _message_texts(entry.payload)
+        texts = message_texts(entry.payload)
         text = texts[0] if texts else ""
         if not text.lstrip().startswith(SUMMARY_PREFIX):  # stays a summary, not a user prompt, in
             text = SUMMARY_PREFIX + "\n" + text  # a replacement_history (as Codex writes its own)
         return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-    return copy.deepcopy(_get(_exact(entry.record), entry.path))
+    return copy.deepcopy(get_path(_exact(entry.record), entry.path))
 
 
 def _latest_real_line(transcript: formats.Transcript) -> Record | None:
@@ -819,37 +621,22 @@ def _latest_real_line(transcript: formats.Transcript) -> Record | None:
     return None
 
 
-def _parse_wrapped(output: str, exact: bool = True) -> dict | None:
-    """The 0.5x shell output: a JSON object inside the string, ``{"output": …, "metadata": …}``.
-    ``exact=False`` (to read it, not to write it back) reads it with orjson first, five times
-    faster (``loads_to_read``: no text, no exit code is an integer past 64 bits)."""
-    if not output.startswith("{"):
-        return None
-    try:
-        value = json.loads(output) if exact else loads_to_read(output)
-    except ValueError:
-        return None
-    if isinstance(value, dict) and isinstance(value.get("output"), str):
-        return value
-    return None
-
-
 def _replaced_output(payload: dict, shape: str | None, text: str) -> Any:
     """The tool output with its text replaced, in the shape Codex reads back."""
     output = payload.get("output")
     if shape == "wrapped" and isinstance(output, str):
-        wrapper = _parse_wrapped(output)
+        wrapper = parse_wrapped(output)
         if wrapper is not None:
             if wrapper["output"] == text:
                 return output
             wrapper["output"] = text
-            return _dumps(wrapper)
+            return json_text(wrapper)
         return text
     if shape == "list" and isinstance(output, list):
         new: list = []
         placed = False
         for part in output:
-            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS:
+            if isinstance(part, dict) and part.get("type") in TEXT_PARTS:
                 if not placed:
                     new.append({"type": "input_text", "text": text})
                     placed = True
@@ -867,323 +654,3 @@ def _replaced_output(payload: dict, shape: str | None, text: str) -> Any:
     if shape == "tools":
         raise LookoutError("cannot replace a tool_search_output: it holds tool definitions, not text")
     return text
-
-
-class _Builder:
-    """Turns history entries into view items, numbering messages and turns."""
-
-    def __init__(self, view: View, scan: _Scan) -> None:
-        self.view = view
-        self.scan = scan
-        self.message = -1
-        self.turn = 0
-        self.prev_assistant = False
-        self.line = formats.OneLine()  # a compacted record holds many entries: read it once
-
-    def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
-        if not same_message and not (assistant and self.prev_assistant):
-            self.message += 1
-        self.prev_assistant = assistant
-        item.message = self.message
-        if item.prompt:
-            self.turn += 1
-        item.turn = self.turn
-        return self.view.add(item)
-
-    def entry(self, entry: _Entry, tools: dict) -> None:
-        self.line.visit(entry.record)
-        payload = entry.read()
-        kind = formats.type_of(payload)
-        ts = entry.ts
-        base = {"entry_path": entry.path}
-        if entry.rebuilt:
-            base["rebuilt"] = True
-        if entry.synthetic:  # the summary of a compaction without replacement_history
-            texts = _message_texts(payload)
-            text = texts[0] if texts else ""
-            extra = dict(base, summary=summary_body(text))
-            self.add(Item("user", SUMMARY, text, entry.record, path=entry.path, timestamp=ts, extra=extra), False)
-        elif kind == "message":
-            self._message(entry, payload, ts, base)
-        elif kind == "reasoning":
-            texts = []
-            for field in ("summary", "content"):
-                parts = payload.get(field)
-                if isinstance(parts, list):
-                    texts += [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
-            blob = payload.get("encrypted_content")
-            opaque = isinstance(blob, str) and bool(blob)
-            if opaque:
-                texts.append(_opaque_text(blob))
-            self.add(
-                Item(
-                    "assistant",
-                    THINKING,
-                    "\n".join(texts),
-                    entry.record,
-                    path=entry.path,
-                    timestamp=ts,
-                    opaque=opaque,
-                    extra=dict(base),
-                ),
-                True,
-            )
-        elif kind in ("compaction", "compaction_summary"):
-            self.add(
-                Item(
-                    "user",
-                    SUMMARY,
-                    _opaque_text(payload.get("encrypted_content")),
-                    entry.record,
-                    path=entry.path,
-                    timestamp=ts,
-                    opaque=True,
-                    extra=dict(base),
-                ),
-                False,
-            )
-        elif kind == "agent_message":  # a message from another agent (inter-agent communication)
-            first = True
-            content = payload.get("content")
-            for i, part in enumerate(content if isinstance(content, list) else ()):
-                if not isinstance(part, dict):
-                    continue
-                if isinstance(part.get("text"), str):
-                    item = Item(
-                        "user",
-                        NOTICE,
-                        part["text"],
-                        entry.record,
-                        path=entry.path + ("content", i),
-                        timestamp=ts,
-                        extra=dict(base),
-                    )
-                elif isinstance(part.get("encrypted_content"), str):
-                    item = Item(
-                        "user",
-                        NOTICE,
-                        _opaque_text(part["encrypted_content"]),
-                        entry.record,
-                        path=entry.path + ("content", i),
-                        timestamp=ts,
-                        opaque=True,
-                        extra=dict(base),
-                    )
-                else:
-                    continue
-                self.add(item, False, same_message=not first)
-                first = False
-        elif kind in _MODEL_OUTPUT_TYPES or (kind and kind.endswith("_call")):
-            self._call(entry, payload, ts, base)
-        elif kind and kind.endswith("_output") and isinstance(payload.get("call_id"), str):
-            self._result(entry, payload, ts, base, tools)
-        # ghost_snapshot and unknown item types are not sent to the model
-
-    def _message(self, entry: _Entry, payload: dict, ts: str | None, base: dict) -> None:
-        role = payload.get("role") if isinstance(payload.get("role"), str) else "user"
-        content = payload.get("content")
-        if isinstance(content, str):
-            content = [{"type": "input_text", "text": content}]
-            path_of = lambda i: entry.path + ("content",)  # noqa: E731
-        else:
-            path_of = lambda i: entry.path + ("content", i)  # noqa: E731
-        if not isinstance(content, list):
-            return
-        first = True
-        prompted = False
-        assistant = role == "assistant"
-        for i, part in enumerate(content):
-            if not isinstance(part, dict):
-                continue
-            ptype = part.get("type")
-            extra = dict(base)
-            if ptype == "input_image" or ptype == "image":
-                if entry.rebuilt:
-                    continue  # a local compaction carries only the text of earlier messages
-                ref = image_ref(part.get("image_url"))
-                if ref.data:
-                    extra["events"] = self.scan.event_images.get(_image_key(part["image_url"]), [])
-                item = Item(role, IMAGE, "", entry.record, path=path_of(i), timestamp=ts, image=ref, extra=extra)
-                if role == "user" and not prompted:
-                    item.prompt = prompted = True
-            elif isinstance(part.get("text"), str):
-                text = part["text"]
-                if entry.truncated is not None:  # Codex keeps the head of the joined text only
-                    if not first:
-                        continue
-                    text = entry.truncated
-                    extra["truncated"] = True
-                if role in ("developer", "system"):
-                    key = setup_key(text)
-                    extra["setup_key"] = key
-                    item = Item(
-                        role,
-                        SETUP,
-                        text,
-                        entry.record,
-                        path=path_of(i),
-                        timestamp=ts,
-                        setup=_setup_part(key) if key else "system",
-                        extra=extra,
-                    )
-                elif role == "user":
-                    kind, part_name = classify_user_text(text)
-                    if kind == SETUP:
-                        key = setup_key(text)
-                        if key:
-                            extra["setup_key"] = key
-                            part_name = _setup_part(key)
-                        item = Item(
-                            role, SETUP, text, entry.record, path=path_of(i), timestamp=ts, setup=part_name, extra=extra
-                        )
-                    elif kind == SUMMARY:
-                        extra["summary"] = summary_body(text)
-                        item = Item(role, SUMMARY, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
-                    else:
-                        item = Item(role, kind, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
-                        if kind == TEXT and not prompted:
-                            item.prompt = prompted = True
-                else:
-                    item = Item(role, TEXT, text, entry.record, path=path_of(i), timestamp=ts, extra=extra)
-            else:
-                continue
-            self.add(item, assistant, same_message=not first)
-            first = False
-
-    def _call(self, entry: _Entry, payload: dict, ts: str | None, base: dict) -> None:
-        kind = payload.get("type")
-        name = _call_name(payload)
-        extra = dict(base)
-        if kind == "function_call" or isinstance(payload.get("arguments"), str):
-            args = payload.get("arguments")
-            args = args if isinstance(args, str) else ("" if args is None else _dumps(args))
-            extra["field"] = "arguments" if kind == "function_call" else None
-        elif kind == "custom_tool_call":
-            args = payload.get("input") if isinstance(payload.get("input"), str) else ""
-            extra["field"] = "input"
-        else:
-            detail = {
-                k: v
-                for k, v in payload.items()
-                if k in ("action", "arguments", "query", "revised_prompt", "input", "operation")
-            }
-            args = _dumps(detail) if detail else ""
-        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
-        self.add(
-            Item(
-                "assistant",
-                TOOL_CALL,
-                name + args,
-                entry.record,
-                path=entry.path,
-                tool=name,
-                call_id=call_id,
-                timestamp=ts,
-                extra=extra,
-            ),
-            True,
-        )
-        if kind == "image_generation_call" and isinstance(payload.get("result"), str) and len(payload["result"]) > 64:
-            ref = ImageRef(media_type="image/png", data=payload["result"], nbytes=len(payload["result"]) * 3 // 4)
-            self.add(
-                Item(
-                    "assistant",
-                    IMAGE,
-                    "",
-                    entry.record,
-                    path=entry.path + ("result",),
-                    tool=name,
-                    timestamp=ts,
-                    image=ref,
-                    extra=dict(base),
-                ),
-                True,
-            )
-
-    def _result(self, entry: _Entry, payload: dict, ts: str | None, base: dict, tools: dict) -> None:
-        call_id = payload["call_id"]
-        tool = tools.get(call_id)
-        extra = dict(base)
-        images: list[tuple[tuple, ImageRef]] = []
-        is_error = False
-        if payload.get("type") == "tool_search_output" and "output" not in payload:
-            text = _dumps(payload.get("tools")) if payload.get("tools") is not None else ""
-            extra["shape"] = "tools"
-        else:
-            output = payload.get("output")
-            text, shape, is_error = _output_text(output, entry.path + ("output",), images)
-            extra["shape"] = shape
-        if payload.get("status") in ("failed", "error") or payload.get("success") is False:
-            is_error = True
-        self.add(
-            Item(
-                "tool",
-                TOOL_RESULT,
-                text,
-                entry.record,
-                path=entry.path,
-                tool=tool,
-                call_id=call_id,
-                timestamp=ts,
-                is_error=is_error,
-                extra=extra,
-            ),
-            False,
-        )
-        for path, ref in images:
-            if entry.rebuilt:
-                break
-            self.add(
-                Item(
-                    "tool",
-                    IMAGE,
-                    "",
-                    entry.record,
-                    path=path,
-                    tool=tool,
-                    call_id=call_id,
-                    timestamp=ts,
-                    image=ref,
-                    extra=dict(base),
-                ),
-                False,
-                same_message=True,
-            )
-
-
-def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:
-    """(text, shape, is_error) of a tool output; image parts are appended to ``images``."""
-    if isinstance(output, str):
-        wrapper = _parse_wrapped(output, exact=False)
-        if wrapper is not None:
-            meta = wrapper.get("metadata")
-            code = meta.get("exit_code") if isinstance(meta, dict) else None
-            return wrapper["output"], "wrapped", isinstance(code, int) and not isinstance(code, bool) and code != 0
-        return output, "string", False
-    if isinstance(output, list):
-        texts = []
-        for i, part in enumerate(output):
-            if not isinstance(part, dict):
-                continue
-            if part.get("type") in ("input_image", "image"):
-                images.append((path + (i,), image_ref(part.get("image_url"))))
-            elif isinstance(part.get("text"), str):
-                texts.append(part["text"])
-        return "\n".join(texts), "list", False
-    if isinstance(output, dict):
-        if output.get("type") in ("input_image", "image"):
-            images.append((path, image_ref(output.get("image_url"))))
-            return "", "dict_image", False
-        if isinstance(output.get("text"), str):
-            return output["text"], "dict_text", False
-        if "content" in output:
-            content = output["content"]
-            error = output.get("success") is False
-            if isinstance(content, str):
-                return content, "dict_content", error
-            text, _shape, _err = _output_text(content, path + ("content",), images)
-            return text, "dict_content", error
-        return _dumps(output), "string", False
-    if output is None:
-        return "", "string", False
-    return _dumps(output), "string", False

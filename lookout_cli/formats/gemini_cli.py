@@ -21,8 +21,8 @@ import re
 from typing import Any
 
 from lookout_cli import formats
-from lookout_cli.jsonl import Record
-from lookout_cli.view import IMAGE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, ImageRef, Item, Usage, View
+from lookout_cli.core.jsonl import Record
+from lookout_cli.formats.view import IMAGE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, ImageRef, Item, Usage, View
 
 MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 MODEL_INPUT_TYPES = frozenset({"user", "gemini"})

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lookout_cli import formats
-from lookout_cli.errors import LookoutError
+from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import Record, loads_exact
+from lookout_cli.core.saved import carrying
 from lookout_cli.formats.claude_items import b64_size
-from lookout_cli.jsonl import Record, loads_exact
-from lookout_cli.saved import carrying
-from lookout_cli.view import (
+from lookout_cli.formats.view import (
     IMAGE,
     NOTE_TITLE,
     NOTICE,

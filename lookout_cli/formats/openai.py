@@ -26,6 +26,7 @@ import datetime as dt
 from typing import Any
 
 from lookout_cli import formats
+from lookout_cli.core.jsonl import Record
 from lookout_cli.formats.claude_items import dumps, text_of_result
 from lookout_cli.formats.message_list import (
     ANTHROPIC_BLOCKS,
@@ -44,9 +45,7 @@ from lookout_cli.formats.message_list import (
     setup_key,
     setup_text,
 )
-from lookout_cli.jsonl import Record
-from lookout_cli.view import IMAGE, SETUP, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item, Usage
-
+from lookout_cli.formats.view import IMAGE, SETUP, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item, Usage
 
 
 def _message_score(m: Any) -> int:

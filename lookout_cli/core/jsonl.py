@@ -1,0 +1,531 @@
+"""Read and write JSONL records while keeping every untouched record's original bytes.
+
+A record remembers the exact bytes it was read as (line ending included). It is parsed lazily
+with orjson; a record a command edits is re-parsed with the standard library first, because
+orjson turns 30-digit integers into floats and refuses lone surrogates, and is then written
+compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import orjson
+
+from lookout_cli.core.errors import LookoutError, PipeClosed
+
+DEFAULT_MAX_RECORD_BYTES = 256 * 1024 * 1024
+_UNPARSED = object()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        # 1e400 is JSON, but a double cannot hold it: written back it would become Infinity,
+        # which is not. Treat the line as one lookout cannot read (it passes through as it is).
+        raise ValueError(f"the number {text[:20]} is too large for a double")
+    return value
+
+
+# orjson reads JSON nested up to 1,024 levels; the standard library's parser and writer count
+# those levels against the interpreter's recursion limit (1,000), so give them room.
+DEEPEST = 1024
+
+
+@contextlib.contextmanager
+def _room_for_nesting() -> Iterator[None]:
+    limit = sys.getrecursionlimit()
+    if limit < 4 * DEEPEST:
+        sys.setrecursionlimit(4 * DEEPEST)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _loads(data: bytes | str) -> Any:
+    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def loads_to_read(data: bytes | str) -> Any:
+    """JSON to read, never to write back: orjson (an integer past 64 bits becomes a float), else
+    the standard library for what orjson refuses (NaN, a lone surrogate); ValueError when
+    neither reads it."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
+# orjson is 3-5x faster than the standard library both ways and reads and writes the same,
+# except: it reads an integer past 64 bits as a float, and writes a float under 1e-4 or from
+# 1e16 up in its own notation (0.000025, 1e-7; the standard library 2.5e-05, 1e-07). Where
+# the text may hold either (19 digits in a row; an exponent or 0.0000 in the output, strings
+# included) the standard library does it, so an edited line is the same bytes either way. The
+# digits are found by mapping them all to 0 (bytes.translate and `in` run at memory speed; a
+# regular expression took longer than the standard library's parse).
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
+
+
+def _own_notation(data: bytes) -> bool:
+    zeros = data.translate(_DIGITS_AS_ZERO)
+    return b"0e-0" in zeros or b"0e+0" in zeros or b"0.0000" in data
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """Parse JSON exactly: big integers stay integers, lone surrogates survive; numbers too
+    large for a double and the non-JSON NaN/Infinity are refused (ValueError). Nesting as deep
+    as orjson reads is fine."""
+    if isinstance(data, bytes) and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # a lone surrogate, or not JSON: the standard library says which
+    with _room_for_nesting():
+        return _loads(data)
+
+
+def dumps_compact(obj: Any) -> bytes:
+    """Serialise like the agents do: no spaces, non-ASCII unescaped. A lone surrogate (only
+    possible inside a string) is written as its ``\\udXXX`` escape, never as invalid UTF-8."""
+    try:
+        data = orjson.dumps(obj)
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a big integer, deep nesting
+        data = None
+    if data is not None and not _own_notation(data):
+        return data
+    with _room_for_nesting():
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
+
+
+class Record:
+    """One line of a transcript: its original bytes and, on demand, its parsed value."""
+
+    __slots__ = ("lineno", "raw", "_obj", "edited", "error", "node")
+
+    def __init__(self, lineno: int, raw: bytes | None, obj: Any = _UNPARSED) -> None:
+        self.lineno = lineno  # 1-based line number in the input; 0 for records lookout adds
+        self.raw = raw
+        self._obj = obj
+        self.edited = raw is None
+        self.error: str | None = None
+        self.node: Any = None  # what an adapter keeps of the line when its value is let go
+
+    @property
+    def size(self) -> int:
+        """Bytes the line took in the input (0 for records lookout adds)."""
+        return len(self.raw or b"")
+
+    def release(self, keep_value: bool = False) -> None:
+        """Let go of what can be read again (only a ``LeanRecord`` can)."""
+
+    @classmethod
+    def new(cls, obj: Any) -> Record:
+        """A record lookout writes itself."""
+        return cls(0, None, obj)
+
+    def copy(self) -> Record:
+        """A copy that can be edited without touching this record."""
+        if not self.edited:
+            return Record(self.lineno, self.raw)
+        import copy
+
+        clone = Record(self.lineno, self.raw, copy.deepcopy(self.obj))
+        clone.edited = True
+        return clone
+
+    @property
+    def body(self) -> bytes:
+        """The line without its line ending."""
+        raw = self.raw or b""
+        if raw.endswith(b"\r\n"):
+            return raw[:-2]
+        if raw.endswith(b"\n"):
+            return raw[:-1]
+        return raw
+
+    @property
+    def blank(self) -> bool:
+        raw = self.raw
+        return not raw or raw.isspace()  # stops at the first other byte: no copy of the line
+
+    @property
+    def obj(self) -> Any:
+        """The parsed value, or None when the line is blank or not JSON (see ``error``)."""
+        if self._obj is _UNPARSED:
+            self._obj = None
+            raw = self.raw  # once: a lean record reads it from its file
+            if raw and not raw.isspace():
+                try:  # the line ending is JSON whitespace: parse the line as read, uncopied
+                    self._obj = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    try:  # what orjson refuses: lone surrogates, and what is not JSON at all
+                        self._obj = _loads(self.body)  # nested deeper than ~1,000 levels: not read
+                    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                        self.error = str(exc).splitlines()[0][:200]
+        return self._obj
+
+    @property
+    def data(self) -> dict | None:
+        """The parsed value when it is a JSON object, else None."""
+        obj = self.obj
+        return obj if isinstance(obj, dict) else None
+
+    def edit(self) -> Any:
+        """Return a mutable, exactly parsed copy of this record and mark it changed."""
+        if not self.edited:
+            self._obj = loads_exact(self.body)
+            self.edited = True
+        return self._obj
+
+    def replace(self, obj: Any) -> None:
+        """Replace the whole value of this record."""
+        self._obj = obj
+        self.edited = True
+
+    @property
+    def line_ending(self) -> bytes:
+        return b"\r\n" if (self.raw or b"").endswith(b"\r\n") else b"\n"
+
+    def to_bytes(self) -> bytes:
+        if not self.edited:
+            return self.raw or b""
+        return dumps_compact(self._obj) + self.line_ending
+
+
+class LineIndex:
+    """Where each line of a seekable input starts: one array for the file, not two numbers per
+    record (``LeanRecord``)."""
+
+    def __init__(self, fd: int, start: int = 0, starts: array.array | None = None) -> None:
+        self.fd = fd
+        self.starts = starts if starts is not None else array.array("q", [start])
+
+    def add(self, size: int) -> None:
+        self.starts.append(self.starts[-1] + size)
+
+    def span(self, lineno: int) -> tuple[int, int]:
+        """(offset, size) of line ``lineno`` (1-based)."""
+        start = self.starts[lineno - 1]
+        return start, self.starts[lineno] - start
+
+
+_HELD, _HOLD = Record.raw.__get__, Record.raw.__set__  # the slot, under LeanRecord's ``raw``
+
+
+class LeanRecord(Record):
+    """A record that keeps where its line is in a seekable file instead of its bytes: the
+    bytes and the parsed value are read again when asked for, after ``release()`` (an edited
+    record keeps its value). A command that must see the whole transcript but keeps little of
+    it (``measure``; ``compact``, which parses again only the lines it shows or changes) keeps
+    its memory flat in the input's size with these (SPEC §1: offsets and small summaries)."""
+
+    __slots__ = ("_index", "_at")
+
+    def __init__(self, lineno: int, index: LineIndex, raw: bytes | None) -> None:
+        # not Record.__init__: ``raw`` is read from the file here, never assigned
+        self.lineno, self._obj, self.edited, self.error, self.node = lineno, _UNPARSED, False, None, None
+        self._index = index
+        _HOLD(self, raw)
+        self._at = lineno  # the line in the file (``lineno`` is renumbered when lines are added)
+
+    @property
+    def _held(self) -> bytes | None:
+        """The line's bytes until ``release()``: kept in ``Record``'s own slot for them (one
+        slot less a line)."""
+        return _HELD(self)
+
+    @property
+    def raw(self) -> bytes:  # type: ignore[override]
+        held = _HELD(self)
+        if held is not None:
+            return held
+        offset, size = self._index.span(self._at)
+        data = os.pread(self._index.fd, size, offset)
+        if len(data) != size:
+            raise LookoutError(f"line {self._at} changed while it was read (the input was rewritten)")
+        return data
+
+    @property
+    def size(self) -> int:
+        return self._index.span(self._at)[1]
+
+    def span(self) -> tuple[int, int]:
+        """(offset, size) of the line in its file."""
+        return self._index.span(self._at)
+
+    def release(self, keep_value: bool = False) -> None:
+        """Let go of the bytes and (unless ``keep_value``) the parsed value."""
+        _HOLD(self, None)
+        if not (self.edited or keep_value):
+            self._obj = _UNPARSED
+
+    def copy(self) -> Record:
+        """An unedited line stays where it is in the file: the copy reads it from there too."""
+        if self.edited:
+            return super().copy()
+        clone = LeanRecord(self._at, self._index, None)
+        clone.lineno, clone.node = self.lineno, self.node
+        return clone
+
+
+def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                      spool: IO[bytes] | None = None, index: LineIndex | None = None) -> Iterator[LeanRecord]:
+    """``read_records`` whose records hold their bytes until ``release()``, then only their
+    line number: the lines stay in ``handle`` (a seekable file left open), or in ``spool`` (a
+    file opened for writing and reading) where they are copied as they are read. With
+    ``index`` (of lines of ``handle`` read before, up to where it stands) the line numbers go
+    on from its last."""
+    store = spool if spool is not None else handle
+    if index is None:
+        index = LineIndex(store.fileno(), 0 if spool is not None else handle.tell())
+    for lineno, raw in read_lines(handle, max_record_bytes, len(index.starts) - 1):
+        if spool is not None:
+            spool.write(raw)
+        index.add(len(raw))
+        yield LeanRecord(lineno, index, raw)
+    if spool is not None:
+        spool.flush()  # the records read their lines back with pread
+
+
+def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 lineno: int = 0, chunk: int = 1 << 20) -> Iterator[Record]:
+    """Yield records from a binary stream, never holding more than one bounded line (and a
+    chunk) in memory, numbered from ``lineno`` + 1 (``read_lines``)."""
+    for n, raw in read_lines(stream, max_record_bytes, lineno, chunk):
+        yield Record(n, raw)
+
+
+def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+               lineno: int = 0, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of each line of a binary stream, numbered from ``lineno`` + 1; a line
+    over the bound raises.
+
+    Lines are cut out of chunks with ``bytes.find`` (memchr), not ``readline``, which scans a
+    byte at a time: half the time of reading a file. ``read1`` takes what a pipe has, so a
+    line is passed on as soon as it is complete."""
+    read = getattr(stream, "read1", stream.read)
+    head: list[bytes] = []  # the part read so far of a line that runs past the chunk
+    held = 0
+    while buf := read(chunk):
+        start = 0
+        while (end := buf.find(b"\n", start) + 1) > 0:
+            if head:
+                head.append(buf[start:end])
+                raw, head, held = b"".join(head), [], 0
+            else:
+                raw = buf[start:end]
+            start = end
+            lineno += 1
+            if len(raw) > max_record_bytes:  # maybe over, its line ending aside
+                _check_length(lineno, raw, max_record_bytes)
+            yield lineno, raw
+        if start < len(buf):
+            head.append(buf[start:] if start else buf)
+            held += len(buf) - start
+            if held > max_record_bytes + 2:  # too long whatever ends it: stop before reading more
+                raise _too_long(lineno + 1, max_record_bytes)
+    if head:
+        raw = b"".join(head)
+        _check_length(lineno + 1, raw, max_record_bytes)
+        yield lineno + 1, raw
+
+
+def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b"", spool: IO[bytes] | None = None,
+                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each line holding one of ``needles``, in ``head`` and then the
+    rest of ``stream`` (what it reads is copied to ``spool``). The needles are looked for in whole
+    chunks with ``bytes.find``: a line without one costs no Python work, which is what lets
+    ``measure --usage-only`` run near the speed of reading the file. A line over the bound
+    raises as in ``read_records``."""
+    read = getattr(stream, "read1", stream.read)
+
+    def blocks() -> Iterator[bytes]:
+        if head:
+            yield head
+        while data := read(chunk):
+            if spool is not None:
+                spool.write(data)
+            yield data
+        yield b""  # the end: a last line without a newline ends here
+
+    lineno = 0
+    carry: list[bytes] = []  # the start of a line that runs past its block
+    held = 0
+    for data in blocks():
+        if data and data.find(b"\n") < 0:  # still inside one line
+            carry.append(data)
+            held += len(data)
+            if held > max_record_bytes + 2:
+                raise _too_long(lineno + 1, max_record_bytes)
+            continue
+        begin = 0
+        if carry:  # the line carried over ends here: joined alone, not with the whole block
+            begin = data.find(b"\n") + 1
+            line = b"".join([*carry, data[:begin]])
+            carry, held = [], 0
+            lineno += 1
+            _check_length(lineno, line, max_record_bytes)
+            if any(needle in line for needle in needles):
+                yield lineno, line
+        if not data:
+            return
+        end = data.rfind(b"\n") + 1
+        if max_record_bytes < chunk:  # a bound smaller than a block: look at every line's length
+            for n, line in enumerate(data[begin:end].split(b"\n"), lineno + 1):
+                if len(line.rstrip(b"\r")) > max_record_bytes:
+                    raise _too_long(n, max_record_bytes)
+        starts = set()
+        for needle in needles:
+            at = data.find(needle, begin, end)
+            while at >= 0:
+                start = data.rfind(b"\n", begin, at) + 1 or begin
+                starts.add(start)
+                stop = data.find(b"\n", at, end) + 1 or end
+                at = data.find(needle, stop, end)
+        counted = begin
+        for start in sorted(starts):
+            lineno += _newlines(data, counted, start)
+            counted = start
+            yield lineno + 1, data[start:data.find(b"\n", start, end) + 1 or end]
+        lineno += _newlines(data, counted, end)
+        if end < len(data):
+            carry, held = [data[end:]], len(data) - end
+            if held > max_record_bytes + 2:
+                raise _too_long(lineno + 1, max_record_bytes)
+
+
+def _newlines(buf: bytes, start: int, end: int) -> int:
+    """``buf.count(b"\\n", start, end)``, a line at a time: ``find`` looks for one byte with
+    memchr, many bytes at a step, where ``count`` compares them one by one (5 instructions a
+    byte: a quarter of a usage-only read of a file whose lines run to kilobytes)."""
+    n = 0
+    at = buf.find(b"\n", start, end)
+    while at >= 0:
+        n += 1
+        at = buf.find(b"\n", at + 1, end)
+    return n
+
+
+def _check_length(lineno: int, raw: bytes, max_record_bytes: int) -> None:
+    """Refuse line ``lineno`` when it is over the bound (its line ending not counted)."""
+    ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
+    if len(raw) - ending > max_record_bytes:
+        raise _too_long(lineno, max_record_bytes)
+
+
+def _too_long(lineno: int, max_record_bytes: int) -> LookoutError:
+    return LookoutError(f"line {lineno} is longer than {max_record_bytes:,} bytes "
+                        "(raise --max-record-bytes if the input is a real transcript)")
+
+
+class NullStream:
+    """Standard output that is /dev/null (``lookout measure -q FILE > /dev/null`` in a hook):
+    what would be written there is dropped here, without copying it."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def is_dev_null(stream: IO[bytes]) -> bool:
+    try:
+        st = os.fstat(stream.fileno())
+        null = os.stat(os.devnull)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev
+
+
+class RecordWriter:
+    """Write records to a binary stream: original bytes when untouched, compact JSON when edited."""
+
+    def __init__(self, stream: IO[bytes], unbuffered: bool = False) -> None:
+        self.stream = stream
+        self.unbuffered = unbuffered
+        self._needs_newline = False
+        self.written = 0
+
+    def write(self, record: Record, original: bool = False) -> None:
+        """Write a record; with ``original`` its input bytes even if a command edited it."""
+        data = (record.raw or b"") if original else record.to_bytes()
+        if not data:
+            return
+        try:
+            if self._needs_newline:  # the previous line had no final newline
+                self.stream.write(b"\n")
+            self.stream.write(data)
+            if self.unbuffered:
+                self.stream.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+        self._needs_newline = not data.endswith(b"\n")
+        self.written += 1
+
+    def write_all(self, records: Iterable[Record], original: bool = False) -> None:
+        for record in records:
+            self.write(record, original)
+
+    def copy_from(self, source: IO[bytes], start: int = 0, end: int | None = None, chunk: int = 1 << 20) -> None:
+        """Copy an input file from offset ``start`` to ``end`` (default: its end) byte for byte
+        (a transcript nothing changed); from file to file or pipe in the kernel when it can
+        (sendfile), else through memory."""
+        if isinstance(self.stream, NullStream):
+            return
+        try:
+            self.stream.flush()
+            sent = _sendfile(source, self.stream, start, end)
+            source.seek(start + sent)
+            left = None if end is None else end - start - sent
+            while left is None or left > 0:
+                block = source.read(chunk if left is None else min(chunk, left))
+                if not block:
+                    break
+                self.stream.write(block)
+                if left is not None:
+                    left -= len(block)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+
+def _sendfile(source: IO[bytes], target: IO[bytes], start: int = 0, end: int | None = None) -> int:
+    """Bytes of ``source`` from ``start`` (to ``end``) copied to ``target`` by os.sendfile (0
+    where it cannot be used)."""
+    try:
+        src, dst = source.fileno(), target.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 0
+    sent = 0
+    while end is None or start + sent < end:
+        count = 1 << 30 if end is None else min(1 << 30, end - start - sent)
+        try:
+            n = os.sendfile(dst, src, start + sent, count)
+        except (AttributeError, OSError) as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            return sent  # not supported here: the caller copies the rest
+        if n == 0:
+            return sent
+        sent += n
+    return sent

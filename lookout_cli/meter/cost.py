@@ -1,0 +1,170 @@
+"""What the requests cost and how warm the cache is: the provider's cache figures summed over
+the main chain, the cost at the models' list prices by kind of token, and how long the prompt
+cache stays warm after the last response."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lookout_cli.core.times import iso, parse_time
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lookout_cli.formats.view import Usage
+
+CACHE_TIERS = {"5m": 300, "1h": 3600}
+# As the meter's records (analysis._record): plain figures, no generated __eq__ and __repr__.
+_record = dataclass(slots=True, eq=False, repr=False)
+
+@_record
+class CacheTotals:
+    """The provider's cache figures summed over every request of the main chain."""
+
+    requests: int = 0
+    input: int = 0
+    cache_write: int = 0
+    cache_write_1h: int = 0
+    cache_read: int = 0
+    output: int = 0
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_write + self.cache_read
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.output
+
+    @property
+    def read_share(self) -> float | None:
+        return self.cache_read / self.prompt if self.prompt else None
+
+
+def cache_totals(usages: Iterable[Usage]) -> CacheTotals:
+    totals = CacheTotals()
+    for u in usages:
+        totals.requests += 1
+        totals.input += u.input
+        totals.cache_write += u.cache_write
+        totals.cache_write_1h += u.cache_write_1h
+        totals.cache_read += u.cache_read
+        totals.output += u.output
+    return totals
+
+
+@_record
+class Cost:
+    """What the requests cost at the models' list prices, by kind of token."""
+
+    usd: float | None  # None when no request's model has known prices
+    input: float = 0.0
+    cache_write: float = 0.0
+    cache_read: float = 0.0
+    output: float = 0.0
+    priced: int = 0  # requests priced
+    unpriced: int = 0  # requests whose model has no prices
+    models: list[str] = field(default_factory=list)
+
+
+def usage_cost(usage: Usage, model) -> dict[str, float] | None:
+    """Dollars for one response at API prices (``model`` is a ``models.Model``; prices per
+    million tokens). Cache writes are priced by their TTL tier: 5-minute writes at
+    ``price_cache_write_5m``, 1-hour writes at ``price_cache_write_1h``. A prompt over the
+    model's long-context threshold pays the long-context rates for all its tokens (as
+    ``Model.cost`` does). None when a price the response needs is unknown."""
+    threshold = getattr(model, "long_context_threshold", None)
+    long = threshold is not None and usage.prompt > threshold
+
+    def price(key: str) -> float | None:
+        value = getattr(model, f"long_price_{key}", None) if long else None
+        return getattr(model, f"price_{key}", None) if value is None else value
+
+    one_hour = min(usage.cache_write_1h, usage.cache_write)
+    amounts = {
+        "input": [(usage.input, "input")],
+        "cache_write": [(usage.cache_write - one_hour, "cache_write_5m"), (one_hour, "cache_write_1h")],
+        "cache_read": [(usage.cache_read, "cache_read")],
+        "output": [(usage.output, "output")],
+    }
+    out = {}
+    for kind, pairs in amounts.items():
+        dollars = 0.0
+        for tokens, key in pairs:
+            if not tokens:
+                continue
+            p = price(key)
+            if p is None:
+                return None
+            dollars += tokens * p / 1e6
+        out[kind] = dollars
+    return out
+
+
+def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
+    """The cost of every recorded response, each at its own model's prices."""
+    cost = Cost(usd=None)
+    for usage in usages:
+        name = usage.model if usage.model and not usage.model.startswith("<") else default_model
+        model = model_for(name)
+        parts = usage_cost(usage, model) if model is not None and getattr(model, "known", True) else None
+        if parts is None:
+            cost.unpriced += 1
+            continue
+        cost.priced += 1
+        if model.name not in cost.models:
+            cost.models.append(model.name)
+        for key, value in parts.items():
+            setattr(cost, key, getattr(cost, key) + value)
+    if cost.priced:
+        cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
+    return cost
+
+
+@_record
+class WarmCache:
+    """How long the provider's prompt cache stays warm after the last response."""
+
+    tier: str  # "5m" | "1h"
+    tier_source: str  # "recorded" (the usage's cache writes) or "model" (its default TTL)
+    last_response_at: str
+    expires_at: str
+    now: str
+    seconds_left: int  # negative once expired
+    expired: bool
+
+
+def cache_tier(usages: list[Usage], default_ttl: int | None) -> tuple[str, str] | None:
+    """The cache tier the chat writes to: from the newest response that wrote to the cache,
+    else the model's default TTL; None when nothing says the chat is cached."""
+    for usage in reversed(usages):
+        if usage.cache_write:
+            return ("1h" if usage.cache_write_1h else "5m"), "recorded"
+    if default_ttl:
+        return ("1h" if default_ttl >= 3600 else "5m"), "model"
+    if any(u.cache_read for u in usages):
+        return "5m", "model"
+    return None
+
+
+def last_timed(usages: list[Usage]) -> str | None:
+    """The timestamp of the newest response that records a readable one."""
+    return next((u.timestamp for u in reversed(usages) if parse_time(u.timestamp)), None)
+
+
+def warm_cache(usages: list[Usage], now: dt.datetime, default_ttl: int | None = None) -> WarmCache | None:
+    """How long the provider's cache stays warm from the last response's time and its tier."""
+    at = parse_time(last_timed(usages))
+    tier = cache_tier(usages, default_ttl) if at else None
+    if tier is None:
+        return None
+    return warm_from(tier[0], tier[1], at, now)
+
+
+def warm_from(tier: str, source: str, at: dt.datetime, now: dt.datetime) -> WarmCache:
+    expires = at + dt.timedelta(seconds=CACHE_TIERS[tier])
+    left = int((expires - now).total_seconds())
+    return WarmCache(tier, source, iso(at), iso(expires), iso(now), left, left <= 0)
+
+
