@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from lookout_cli.compaction.plan import STAGES
+from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.options import Run, filter_options
 
@@ -143,7 +144,8 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     if summary_file is not None:
         ready = compactor.PreparedSummary(summary_file.read(), None, f"the note in {summary_file.name}")
     elif transcript.adapter is not None and transcript.records:
-        kept = prepared.find(run.store, transcript)
+        with progress.stage("building the view"):
+            kept = prepared.find(run.store, transcript)
         if kept is not None:
             ready = compactor.PreparedSummary(kept.summary, kept.keep_from,
                                               f"the summary prepared while idle ({kept.created})")
@@ -152,19 +154,21 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
         run.finish(transcript, {"command": "compact", "changed": False, "reason": "nothing to compact"}, changes=0)
         return
     try:
-        result = compactor.compact_transcript(transcript, options, run.store, writer, prepared=ready)
+        with progress.stage("compacting"):
+            result = compactor.compact_transcript(transcript, options, run.store, writer, prepared=ready)
     except LookoutError:
         run.finish(transcript, {"command": "compact", "changed": False}, changes=0)  # the input, untouched
         raise
-    if ready is not None and result.summary is not None and summary_file is None:
-        run.say(f"compact: started from {ready.source}")
-    _tell(run, result)
-    run.finish(transcript, result.report(), changes=1 if result.changed else 0)
+    started = ready.source if ready is not None and result.summary is not None and summary_file is None else None
+    run.finish(transcript, result.report(), changes=1 if result.changed else 0,
+               tell=lambda: _tell(run, result, started))
 
 
-def _tell(run: Run, result) -> None:
+def _tell(run: Run, result, started: str | None) -> None:
     from lookout_cli.compaction import engine as compactor
 
+    if started:
+        run.say(f"compact: started from {started}")
     head = compactor.summary_of(result)
     if run.dry_run and result.changed:
         head = head.replace("compact:", "compact (dry run, nothing written): would go", 1)

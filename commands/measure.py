@@ -10,6 +10,7 @@ import sys
 import click
 import orjson
 
+from lookout_cli.core import progress
 from lookout_cli.core.errors import CheckFailed, LookoutError
 from lookout_cli.core.term import wants_color
 from lookout_cli.core.times import parse_time
@@ -104,7 +105,7 @@ written first); 2 an error.
 @click.option("--json", "json_out", is_flag=True, help="Print the JSON report on standard output instead of the transcript.")
 @click.option("--fail-at", type=PERCENT, metavar="PCT", help="Exit 1 when the context is at or over PCT percent of the budget.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
-              help="Draw the context over the session into a PNG file.")
+              help="Draw the context over the session into a PNG (or WebP) image.")
 @click.option("--system", "system_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="The system prompt, when the transcript does not record it.")
 @click.option("--tools", "tools_file", type=click.Path(dir_okay=False), metavar="FILE",
@@ -135,6 +136,12 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     """
     if report_only and json_out:
         raise click.UsageError("--report-only and --json cannot be used together")
+    # a terminal gets the report, not the transcript's JSON lines (with -q, nothing: the status says it)
+    report_only = report_only or (run.to_terminal and not json_out and not run.reporter.quiet)
+    if plot_path:
+        from lookout_cli.meter.plot import image_format
+
+        image_format(plot_path)  # a wrong extension stops the run before anything is measured
     now = None
     if now_text:
         now = parse_time(now_text)
@@ -184,7 +191,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     message = f"measure: context at {meter.percent:.1f}% of the budget is at or over --fail-at {fail_at:g}%" \
         if failed else None
     if (run.reporter.quiet and not (json_out or report_only or plot_path or run.report_path or run.in_place)
-            and run.output in (None, "-") and run.hook_event is None):
+            and run.output in (None, "-") and run.hook_event is None and not run.to_terminal):
         # nothing went out but the transcript (and the line below): the same run can be replayed
         replay.remember(CheckFailed.exit_code if failed else 0, message and f"lookout: {message}")
     if failed:
@@ -195,6 +202,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     """The meter of ``run``'s transcript, and the transcript read (None when the figures of a
     FILE measured before and unchanged since are reused). With ``cache``, a FILE's figures and
     lines are remembered for the next run (meter_snapshot, line_memo)."""
+    run.start_progress()
     remembered = cache and run.source is not None
     meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
     if meter is not None:
@@ -211,7 +219,8 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         # built) then never sits on top of the lines' summaries
         from lookout_cli.tokens.tokenizer import encoding_for_model, get_encoding
 
-        get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
+        with progress.stage("loading the tokenizer"):
+            get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
     ahead = None
     if cold and jobs > 1:  # the workers count the input's end while it is read
         from lookout_cli.meter import count_ahead
@@ -223,9 +232,10 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     try:
         transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
         transcript.original = transcript.records  # measure changes nothing: no copy to compare with
-        transcript.sink = sink
-        view = transcript.view()
-        counter = sink.finish(view)
+        transcript.sink = _telling(sink)
+        with progress.stage("counting tokens", len(transcript.records), "lines"):
+            view = transcript.view()
+            counter = sink.finish(view)
         # the view is built and counted: the lines' nodes are read no more, but by the memo
         # (which lets go of each as it writes it); what the meter builds takes their room
         if remembered and run.clean and transcript.memo is not None:
@@ -244,6 +254,15 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
                             last_timed(view.usages))
     return meter, transcript
+
+
+def _telling(sink):
+    """``sink``, saying how far the view is built: the line of the item it counted last."""
+    def count(view, item) -> None:
+        sink(view, item)
+        progress.update(item.record.lineno)
+
+    return count
 
 
 def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript]:
@@ -285,7 +304,7 @@ def settings_for(run: Run, model_name, budget, estimate, system_file, tools_file
     """The meter's settings: flags over LOOKOUT_* variables over the config files."""
     amber, red = PRESETS.get(preset or "", (None, None))
     return Settings(
-        model=run.setting("measure.model", model_name),
+        model=run.setting("measure.model", model_name) or run.setting("model"),
         model_source="flag" if model_name else "config",
         budget=run.setting("budget", budget),
         estimate=estimate or run.flag("measure.estimate"),

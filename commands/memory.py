@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from lookout_cli.core.config import Config
+from lookout_cli.config import Config
 from lookout_cli.core.errors import CheckFailed, LookoutError
 from lookout_cli.core.secrets import RULE_IDS
 from lookout_cli.core.term import Reporter
@@ -104,6 +104,8 @@ class Ctx:
     def __init__(self, quiet=False, verbose=False, color="auto", isolated=False, dry_run=False, check=False):
         self.reporter = Reporter(quiet=quiet, verbose=verbose, color=color)
         self.config = Config(isolated=isolated)
+        for warning in self.config.warnings:
+            self.reporter.warn(warning)
         self.check = check
         self.dry_run = dry_run or check
         self.changes = 0

@@ -76,8 +76,9 @@ def mentions(run: Run, root: str | None, allow_secret: tuple[str, ...], include_
       @selection                   --selection FILE#L10-20 (or the whole FILE)
       @problems                    --problems FILE (SARIF or path:line:col: message)
       @editors                     --editors FILE (one open editor's path per line)
-      @chat:FILE                   another transcript's latest compaction summary,
-                                   else a digest of its prompts
+      @chat:FILE                   another transcript under the root: its latest
+                                   compaction summary, else a digest of its prompts,
+                                   with every secret in them masked
 
     Not mentions: an @ inside a word (me@example.com, pkg@latest), in a URL, in a code
     span or fenced code block; a bare word (@alice) that names nothing under the root.
@@ -127,8 +128,7 @@ def mentions(run: Run, root: str | None, allow_secret: tuple[str, ...], include_
         if found:
             work.append((item, found))
     if not work:
-        _say_summary(run, report, [])
-        run.finish(transcript, report, changes=0)
+        run.finish(transcript, report, changes=0, tell=lambda: _say_summary(run, report, []))
         return
     present = sum(1 for i in view.items if i.kind == IMAGE)
     coming = sum(1 for _, found in work for m in found if (m.path or "").lower().endswith(IMAGE_SUFFIXES))
@@ -153,8 +153,7 @@ def mentions(run: Run, root: str | None, allow_secret: tuple[str, ...], include_
         changed += bool(parts)
     for item, outcomes in results:
         report["messages"].append(_message_report(item, outcomes))
-    _say_summary(run, report, results)
-    run.finish(transcript, report, changes=changed)
+    run.finish(transcript, report, changes=changed, tell=lambda: _say_summary(run, report, results))
 
 
 def _settings(run: Run, view: View, root: str | None, allow_secret, include_ignored, selection, problems, editors,

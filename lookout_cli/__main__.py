@@ -5,14 +5,20 @@ import sys
 
 
 def main() -> None:
-    from lookout_cli.meter.replay import replay
+    # Ctrl-C while the command line is still loading (click and a command take 0.05-0.1 s to
+    # import) gets the same line and status as later on, not a traceback.
+    try:
+        from lookout_cli.meter.replay import replay
 
-    status = replay(sys.argv[1:])
-    if status is not None:
-        sys.exit(status)
-    from lookout_cli.cli import main as run
+        status = replay(sys.argv[1:])
+        if status is not None:
+            sys.exit(status)
+        from lookout_cli.cli import main as run
 
-    run()
+        run()
+    except KeyboardInterrupt:
+        sys.stderr.write("lookout: interrupted\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":

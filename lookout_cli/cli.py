@@ -11,7 +11,7 @@ import sys
 import click
 
 from lookout_cli import __version__
-from lookout_cli.core.errors import ExitCode, PipeClosed
+from lookout_cli.core.errors import ExitCode, PipeClosed, masked
 
 # command name -> module in lookout_cli.commands; imported only when used or listed
 COMMANDS = {
@@ -53,6 +53,16 @@ class LazyGroup(click.Group):
         limit = formatter.width - 6 - max(len(n) for n in names)
         with formatter.section("Commands"):
             formatter.write_dl([(n, click.utils.make_default_short_help(SUMMARIES[n], limit)) for n in names])
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click suggests among the commands it holds, and this group imports none of them."""
+        name = args[0] if args else ""
+        if name in COMMANDS or name.startswith("-") or ctx.resilient_parsing:
+            return super().resolve_command(ctx, args)
+        from difflib import get_close_matches
+
+        near = get_close_matches(name, COMMANDS, n=1)
+        ctx.fail(f"No such command {name!r}." + (f" Did you mean {near[0]!r}?" if near else ""))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
@@ -97,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     # end, with next to no cycles: Python's default (a collection every 700 new objects, the
     # oldest generation walked as it grows) spent 5-10% of a re-measure walking them.
     gc.set_threshold(100_000, 20, 100)
-    verbose = "-v" in args or "--verbose" in args or bool(os.environ.get("LOOKOUT_DEBUG"))
+    debug = os.environ.get("LOOKOUT_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")  # not "0"
+    verbose = "-v" in args or "--verbose" in args or debug
     try:
         result = cli.main(args=args, prog_name="lookout", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
@@ -120,10 +131,10 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         _traceback(verbose)
         name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        click.echo(f"lookout: error: {name}{exc.strerror or exc}", err=True)
+        click.echo(masked(f"lookout: error: {name}{exc.strerror or exc}"), err=True)
         sys.exit(ExitCode.ERROR)
     except Exception as exc:  # an unexpected failure still gets one line and exit 2
         _traceback(verbose)
-        click.echo(f"lookout: error: internal error: {type(exc).__name__}: {exc} (run with -v for details)", err=True)
+        click.echo(masked(f"lookout: error: internal error: {type(exc).__name__}: {exc} (run with -v for details)"), err=True)
         sys.exit(ExitCode.ERROR)
     sys.exit(result if isinstance(result, int) else ExitCode.OK)

@@ -31,7 +31,7 @@ ENVIRONMENT = [
     ("LOOKOUT_DATA_DIR", "lookout's data folder (default $XDG_DATA_HOME/lookout): saved outputs, memory."),
     ("LOOKOUT_CACHE_DIR", "lookout's cache folder (default $XDG_CACHE_HOME/lookout)."),
     ("LOOKOUT_CONFIG", "A config file to read instead of $XDG_CONFIG_HOME/lookout/config.toml."),
-    ("LOOKOUT_NO_CONFIG", "When set, ignore config files and LOOKOUT_* settings (like --isolated)."),
+    ("LOOKOUT_NO_CONFIG", "true (1, yes, on): ignore config files and LOOKOUT_* settings (like --isolated)."),
     ("LOOKOUT_<KEY>", "Any config key, in capitals with dots as underscores, e.g. LOOKOUT_COMPACTION_THRESHOLD_PERCENT=80."),
     ("XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_CACHE_HOME", "Base folders, as the XDG Base Directory spec defines."),
 ]

@@ -18,13 +18,15 @@ import functools
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 import orjson
 
-from lookout_cli.core.config import Config
+from lookout_cli.core import progress
+from lookout_cli.config import Config
 from lookout_cli.core.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.core.fsutil import atomic_writer, sync_pending
 from lookout_cli.core.jsonl import (
@@ -40,6 +42,7 @@ from lookout_cli.core.jsonl import (
     read_records,
 )
 from lookout_cli.core.paths import save_dir
+from lookout_cli.settings import as_number, yes_no
 from lookout_cli.core.term import Reporter
 from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
 from lookout_cli.meter.replay import CLOSED_STDOUT
@@ -138,6 +141,10 @@ def filter_options(side_effects: bool = False) -> Callable:
                 color=kwargs.pop("color"),
                 isolated=kwargs.pop("isolated"),
             )
+            if run.to_terminal and side_effects and not run.dry_run:
+                # gzip's rule: data meant for a program is not printed on a terminal
+                raise click.UsageError("standard output is a terminal: send the transcript to a file (-o FILE), "
+                                       "back into FILE (-i) or a pipe")
             return f(run, **kwargs)
 
         options = [
@@ -182,6 +189,16 @@ def write_stdout(data: bytes) -> None:
         raise PipeClosed() from None
 
 
+def _looks_like(sample: list) -> str:
+    """A few words on what JSON records hold, for the error that says lookout cannot read them."""
+    first = sample[0]
+    if not isinstance(first, dict):
+        return f"its records are JSON {type(first).__name__}s, not objects"
+    keys = sorted({k for obj in sample[:SNIFF_RECORDS] if isinstance(obj, dict) for k in obj})
+    shown = ", ".join(repr(k) for k in keys[:8]) + (", …" if len(keys) > 8 else "")
+    return f"its records are objects with the keys {shown}" if keys else "its records are empty objects"
+
+
 class Run:
     """One invocation of a filter: its input, output, settings, saved-output store and report."""
 
@@ -193,6 +210,10 @@ class Run:
         self.command = command
         self.output = output
         self.in_place = in_place
+        # no transcript is printed on a terminal: measure shows its report there, --dry-run and
+        # --check theirs, and the other commands refuse to start
+        self.to_terminal = (not in_place and output in (None, "-") and sys.stdout is not None
+                            and sys.stdout.isatty())
         self.format_name = format_name
         self.report_path = report_path
         self.strict = strict
@@ -203,6 +224,8 @@ class Run:
         self.verbose = verbose
         self.reporter = Reporter(quiet=quiet, verbose=verbose, color=color)
         self.config = Config(isolated=isolated)
+        for warning in self.config.warnings:
+            self.reporter.warn(warning)
         self.hook_event: dict | None = None
         self.file = self._hook_transcript() if from_hook else file
         if in_place and (self.file in (None, "-")):
@@ -220,30 +243,19 @@ class Run:
                minimum: float | None = None) -> Any:
         """A numeric setting (the flag, else ``key`` in the config, else ``default``) as
         ``kind``, refused with a one-line error when it is not one or is under ``minimum``."""
-        value = self.setting(key, flag, default)
         try:
-            if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
-                raise ValueError  # true is not 1, nor 2.5 a whole number
-            number = kind(value)
-        except (TypeError, ValueError):
-            raise LookoutError(f"{key}: {value!r} is not a {'whole ' if kind is int else ''}number") from None
-        if minimum is not None and number < minimum:
-            raise LookoutError(f"{key}: {value!r} must be {minimum:g} or more")
-        return number
+            return as_number(self.setting(key, flag, default), kind, minimum)
+        except ValueError as exc:
+            raise LookoutError(f"{key}: {exc}") from None
 
     def flag(self, key: str, flag: bool | None = None, default: bool = False) -> bool:
         """A yes/no setting (the flag, else ``key`` in the config, else ``default``): true/false,
         yes/no, on/off or 1/0 in a variable or a file; anything else is refused with a one-line
         error rather than read as one or the other."""
-        value = self.setting(key, flag, default)
-        if isinstance(value, bool):
-            return value
-        word = str(value).strip().lower()
-        if word in ("1", "true", "yes", "on"):
-            return True
-        if word in ("0", "false", "no", "off"):
-            return False
-        raise LookoutError(f"{key}: {value!r} is not true or false (also yes/no, on/off, 1/0)")
+        try:
+            return yes_no(self.setting(key, flag, default))
+        except ValueError as exc:
+            raise LookoutError(f"{key}: {exc}") from None
 
     @property
     def source(self) -> str | None:
@@ -312,6 +324,17 @@ class Run:
                 stream.close()
             return None, None  # the caller reads it into memory instead
 
+    def start_progress(self) -> None:
+        """Let a long run show its progress on standard error (core/progress.py): on a
+        terminal, not with -q nor under --from-hook."""
+        progress.start(not self.reporter.quiet and self.hook_event is None)
+
+    def _reading(self, handle: IO[bytes], spool: IO[bytes] | None):
+        """The progress stage of reading ``handle``: how far of its size (a pipe's copy in
+        ``spool``: how much so far)."""
+        total = os.fstat(handle.fileno()).st_size if spool is None else None
+        return progress.stage("reading", total, "bytes", (spool or handle).tell)
+
     def records(self) -> Iterator[Record]:
         """Stream the input's records, warning about (or, with --strict, refusing) non-JSON lines."""
         with self._input() as stream:
@@ -337,6 +360,7 @@ class Run:
             raise LookoutError(f"{where}: not JSON ({record.error})")
         self._bad_lines += 1
         if self._bad_lines <= MAX_WARNED_LINES:
+            progress.erase()  # the warning gets a line of its own
             self.warn(f"{where}: not JSON, passed through unchanged ({record.error})")
 
     def load(self, lean: bool = True, memo: LineMemo | None = None) -> Transcript:
@@ -348,10 +372,12 @@ class Run:
         transcript is written back from the input. Not lean, every line is kept parsed.
         With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
         the file only grew, and not parsed again when it was rewritten."""
+        self.start_progress()
         if lean:
             handle, spool = self._seekable_input()
             if handle is not None:
-                return self._load_lean(handle, spool, memo)
+                with self._reading(handle, spool):
+                    return self._load_lean(handle, spool, memo)
             # no temporary file can be made: keep the lines in memory
         records = list(self.records())
         return Transcript(records, self._adapter_for(records), self.source)
@@ -365,10 +391,15 @@ class Run:
         if self.strict:
             transcript = self.load()
             return transcript, transcript.records
+        self.start_progress()
         handle, spool = self._seekable_input()
         if handle is None:
             transcript = self.load(lean=False)
             return transcript, transcript.records
+        with self._reading(handle, spool):
+            return self._load_usage(handle, spool)
+
+    def _load_usage(self, handle: IO[bytes], spool: IO[bytes] | None) -> tuple[Transcript, list[Record]]:
         start = 0 if spool is not None else handle.tell()
         read = getattr(handle, "read1", handle.read)
         head, sample, looked = b"", [], 0  # looked: the lines of ``head`` read so far
@@ -400,6 +431,7 @@ class Run:
             return transcript, transcript.records
         kept = []
         for lineno, raw in lines_holding(handle, needles, head, spool, self.max_record_bytes):
+            progress.update()
             record = Record(lineno, raw)
             self._check(record)
             obj = record.data
@@ -426,8 +458,11 @@ class Run:
             memo = None  # a pipe is not the file the memo knows; not every adapter uses one
         if memo is not None:
             records, index, adapter = _resume(memo, handle, adapter)
+        elif adapter is not None:
+            adapter = None  # a forced format is checked against the first records, as a detected one
         try:
             for record in read_lean_records(handle, self.max_record_bytes, spool, index):
+                progress.update()
                 records.append(record)
                 if memo is not None:
                     memo.note(record)
@@ -469,12 +504,23 @@ class Run:
         return transcript
 
     def _adapter_for(self, records: list[Record]) -> Adapter | None:
+        """The format's adapter; an error, not a silent pass-through, when the JSON records are
+        no transcript lookout reads or not the ``--format`` asked for (a 0% meter would pass
+        ``--fail-at`` in CI)."""
+        sample = [r.data for r in records if r.data is not None]
+        detected = detect(records)
         if self.format_name:
-            return load_adapter(self.format_name)
-        adapter = detect(records)
-        if adapter is None and any(r.data is not None for r in records):
-            self.warn("could not tell the transcript's format; passing it through unchanged (try --format)")
-        return adapter
+            forced = load_adapter(self.format_name)
+            if sample and detected is not None and detected.name != forced.name \
+                    and not any(forced.sniff(obj) for obj in sample):
+                raise LookoutError(f"{self.file or 'standard input'} is not in the {forced.name} format: it looks like "
+                                   f"{detected.name} (drop --format, or use --format {detected.name})")
+            return forced
+        if detected is None and records:
+            looks = _looks_like(sample) if sample else f"none of its first {len(records):,} lines is a JSON object"
+            raise LookoutError(f"{self.file or 'standard input'} is not a transcript lookout reads: {looks}; "
+                               f"it reads {', '.join(ADAPTERS)} (--format forces one)")
+        return detected
 
     # --- reporting --------------------------------------------------------------------------
     def say(self, text: str = "") -> None:
@@ -503,9 +549,13 @@ class Run:
             if sys.stdout is None:  # started with it closed (>&-)
                 raise LookoutError(CLOSED_STDOUT)
             sync_pending()  # the saved outputs the transcript names are on disk before it leaves
-            writer = RecordWriter(NullStream() if is_dev_null(sys.stdout) else sys.stdout.buffer)
-            yield writer
-            writer.flush()
+            quiet = self.to_terminal or is_dev_null(sys.stdout)
+            writer = RecordWriter(NullStream() if quiet else sys.stdout.buffer)
+            try:
+                yield writer
+                writer.flush()
+            except OSError as exc:  # > FILE on a full disk (a closed pipe is PipeClosed)
+                raise LookoutError(f"cannot write standard output: {exc.strerror or exc}") from None
             return
         try:
             with atomic_writer(target) as handle:
@@ -513,8 +563,8 @@ class Run:
                 yield writer
         except PipeClosed:
             raise
-        except OSError as exc:
-            raise LookoutError(f"{target}: {exc.strerror or exc}") from None
+        except OSError as exc:  # "cannot write TARGET: why" (fsutil names the file)
+            raise LookoutError(exc.strerror or str(exc)) from None
 
     def pass_through(self, report: dict | None = None) -> None:
         """Copy the input file to the output unchanged without parsing it, then the report."""
@@ -527,24 +577,103 @@ class Run:
                 writer.copy_from(source)
         self.write_report(report or {})
 
+    def _replaces_input(self) -> bool:
+        """Whether the output replaces FILE itself (-i, or -o naming FILE)."""
+        if self.in_place:
+            return True
+        if self.file in (None, "-") or self.output in (None, "-"):
+            return False
+        try:
+            return os.path.samefile(self.file, self.output)
+        except OSError:
+            return False
+
+    def _carry_appended(self, transcript: Transcript, writer: RecordWriter,
+                        stack: contextlib.ExitStack) -> Callable[[], None]:
+        """Lines an agent appended to FILE while this run worked go after the result, so that
+        replacing the file loses none; when they cannot follow it (a Claude Code chain this run
+        ended with lines of its own: they would continue the conversation from before them), or
+        FILE changed otherwise, the run stops and leaves FILE as it is. Returns what to run once
+        the file is replaced: a line appended between the last look and the rename went to the
+        old file, and is appended to the new one then. (A writer that keeps the old file open
+        and writes on is beyond reach: the old file is no longer FILE.)"""
+        end = transcript.spool_span[1] if transcript.spool is not None else sum(r.size for r in transcript.original)
+        carried = 0
+        now = stack.enter_context(open(self.file, "rb"))
+        for _ in range(50):  # until the file stops growing
+            size = os.fstat(now.fileno()).st_size
+            if transcript.spool is not None and os.fstat(now.fileno())[1:3] != os.fstat(transcript.spool.fileno())[1:3]:
+                raise LookoutError(f"{self.file} was replaced while lookout worked; left as it is (run again)")
+            if size < end:
+                raise LookoutError(f"{self.file} shrank while lookout worked; left as it is (run again)")
+            if size == end:
+                break
+            now.seek(end)
+            grown = now.read(size - end)
+            whole = grown[: grown.rfind(b"\n") + 1]
+            if not whole:  # a line still being written: wait for its end
+                time.sleep(0.05)
+                continue
+            if not carried and not self._may_follow(transcript):
+                lines = whole.count(b"\n")
+                raise LookoutError(f"{self.file} grew by {lines} line(s) while lookout worked, and they continue the "
+                                   "conversation from before this run's changes; left as it is (run again)")
+            writer.write_raw(whole)
+            carried += whole.count(b"\n")
+            end += len(whole)
+        else:
+            raise LookoutError(f"{self.file} kept changing while lookout worked; left as it is (run again)")
+
+        def late() -> None:
+            size = os.fstat(now.fileno()).st_size
+            late_lines = b""
+            if size > end:
+                now.seek(end)
+                late_lines = now.read(size - end)
+                with open(self.file, "ab") as new:
+                    new.write(late_lines)
+            total = carried + late_lines.count(b"\n")
+            if total:
+                self.warn(f"carried over {total} line(s) appended to {self.file} while lookout worked")
+
+        return late
+
+    @staticmethod
+    def _may_follow(transcript: Transcript) -> bool:
+        """Whether lines appended to the input can follow this run's output: in every format but
+        Claude Code's the file's order is the history; a Claude Code line names its parent, so
+        only when the output still ends with the input's last line."""
+        if transcript.format != "claude-code" or not transcript.original:
+            return True
+        return bool(transcript.records) and transcript.records[-1].lineno == transcript.original[-1].lineno != 0
+
     @property
     def clean(self) -> bool:
         """Every line read so far was JSON (nothing was warned about)."""
         return self._bad_lines == 0
 
-    def finish(self, transcript: Transcript, report: dict | None = None, changes: int | None = None) -> None:
+    def finish(self, transcript: Transcript, report: dict | None = None, changes: int | None = None,
+               tell: Callable[[], None] | None = None) -> None:
         """Write the transcript (the input, untouched, under --dry-run/--check), then the report.
-        ``changes`` counts what the command changed or would change (default: edited records)."""
+        ``changes`` counts what the command changed or would change (default: edited records);
+        ``tell`` says what it did, once that is written (a full disk must not leave a report of
+        work that never reached the file)."""
         changed = transcript.changed if changes is None else changes > 0
         records = [r for r in transcript.original if r.raw is not None] if self.dry_run else transcript.records
         if self.in_place and (self.dry_run or not changed):
             records = None  # leave the file alone: nothing to write
         if records is not None:
-            with self.writer() as writer:
-                if transcript.spool is not None and not changed:
-                    writer.copy_from(transcript.spool, *transcript.spool_span)
-                else:
-                    writer.write_all(records, original=self.dry_run)
+            with contextlib.ExitStack() as stack:
+                with self.writer() as writer:
+                    if transcript.spool is not None and not changed:
+                        writer.copy_from(transcript.spool, *transcript.spool_span)
+                    else:
+                        writer.write_all(records, original=self.dry_run)
+                    late = self._carry_appended(transcript, writer, stack) if self._replaces_input() else None
+                if late is not None:
+                    late()
+        if tell is not None:
+            tell()
         self.write_report(report or {})
         if self.check and changed:
             raise CheckFailed(f"{self.command}: changes would be made")

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from conftest import run_lookout
 
-from lookout_cli.core.config import Config
+from lookout_cli.config import Config
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import atomic_write, sealed_values, sealed_writer, sync_pending
 from lookout_cli.core.jsonl import Record, RecordWriter, dumps_compact, loads_exact, read_records
@@ -253,7 +253,8 @@ def test_a_setting_of_the_wrong_kind_is_one_line_and_exit_2(session, command, va
                        env=dict(os.environ, **{variable: value}))
     assert done.returncode == 2
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(b"lookout: error: " + message)
+    # the variable is named too (it was not: issue 31)
+    assert len(lines) == 1 and lines[0].startswith(b"lookout: error: " + variable.encode() + b": " + message)
 
 
 def test_restore_is_an_exact_identity_filter_on_real_transcripts(tmp_path):

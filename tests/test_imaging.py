@@ -9,6 +9,7 @@ import os
 import pytest
 from PIL import Image
 
+from lookout_cli.core.errors import LookoutError
 from lookout_cli.images.fit import (
     DEFAULT_MAX_SIDE,
     ImageError,
@@ -147,11 +148,11 @@ def test_probe_reads_the_header_only():
 
 
 def test_limits_come_from_the_shared_provider_table():
-    from lookout_cli.images.fit import PROVIDERS, ProviderLimits, limits_for
+    from lookout_cli.images import costs, fit
 
-    a = limits_for("anthropic")
-    assert (a.max_side, a.many_images_side, a.many_images_over, a.max_base64) == (8000, 2000, 20, 5_242_880)
-    assert limits_for("claude") == a  # the aliases lookout_cli.images.costs accepts
-    assert limits_for("openai").max_base64 is None and limits_for("openai").max_bytes
-    assert limits_for("nobody") == ProviderLimits()
-    assert set(PROVIDERS) == {"anthropic", "openai", "gemini"}
+    assert fit.limits_for is costs.limits_for  # one table of provider limits, not a copy
+    assert side_cap("claude", None, many_images=True) == 2000  # the aliases costs accepts
+    assert side_cap("gemini", None) is None and fits_bytes(10**9, "gemini")  # no published limit
+    with pytest.raises(LookoutError, match="unknown image provider"):
+        side_cap("nobody")
+    assert set(fit.PROVIDERS) == {"anthropic", "openai", "gemini"}

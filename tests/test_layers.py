@@ -20,6 +20,8 @@ LAYERS = [
     {"images"},
     {"meter", "mentions", "memory"},
     {"compaction"},
+    {"settings"},
+    {"config"},
     {"options"},
     {"commands"},
     {"cli"},

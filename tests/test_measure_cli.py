@@ -150,12 +150,12 @@ def test_report_only_colours_standard_output_only_on_a_terminal(tty_env):
 
 def _layout(report: dict):
     """The plot's layout, rebuilt from the JSON report's numbers."""
-    from lookout_cli.meter.plot import Layout
+    from lookout_cli.meter.plot import Layout, y_ticks
 
     contexts = [p["context"] for p in report["series"]]
-    y_max = max([report["budget"]["window"], report["budget"]["budget"], report["used"]["tokens"],
-                 report["total"]["tokens"], *contexts, 1])
-    return Layout(points=max(1, len(report["series"])), y_max=y_max)
+    highest = max([report["budget"]["window"], report["budget"]["budget"], report["used"]["tokens"],
+                   report["total"]["tokens"], *contexts, 1])
+    return Layout(points=max(1, len(report["series"])), y_max=y_ticks(highest)[-1])  # the top tick
 
 
 def _plot(path, tmp_path):

@@ -17,7 +17,7 @@ import pytest
 from conftest import lookout_exe, run_lookout
 
 from lookout_cli.core import paths
-from lookout_cli.core.config import Config
+from lookout_cli.config import Config
 from lookout_cli.meter import replay
 
 

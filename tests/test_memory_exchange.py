@@ -129,6 +129,18 @@ def test_import_another_agents_memory_folder(data, tmp_path):
     assert "1 left out" in result.stderr and "github-pat" in result.stderr and fake_token() not in result.stderr
 
 
+def test_import_masks_the_secret_it_leaves_out(data, tmp_path):
+    """The note of a refused memory is named with its secret masked, as save masks it, even
+    when the note is short enough to be shown whole."""
+    folder = tmp_path / "other-memory"
+    folder.mkdir()
+    (folder / "MEMORY.md").write_text(f"# Memory\n\n- token {fake_token()}\n- Use the staging VPN\n")
+    result = ok("import", str(folder))
+    assert "1 imported" in result.stderr and "1 left out" in result.stderr
+    assert fake_token()[4:12] not in result.stderr
+    assert f"'token {fake_token()[:4]}…{fake_token()[-4:]}'" in result.stderr
+
+
 def test_import_keeps_the_newer_version_of_a_topic(data, tmp_path, monkeypatch):
     monkeypatch.setenv("LOOKOUT_NOW", "2026-05-01T12:00:00Z")
     ok("save", "--topic", "db", "Postgres 15")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import string
 from pathlib import Path
 
 import pytest
@@ -169,9 +171,6 @@ def test_an_agent_may_not_replace_your_memory(data):
 
 # --- secrets -----------------------------------------------------------------------------------
 def fake_github_token() -> str:
-    import random
-    import string
-
     r = random.Random(7)
     return "gh" + "p_" + "".join(r.choice(string.ascii_letters + string.digits) for _ in range(36))
 
@@ -189,6 +188,26 @@ def test_secret_is_refused_with_rule_and_masked_preview(data):
     assert tree(data) == {} or not project_scope().path.joinpath("MEMORY.md").exists()
     ok("save", f"Deploy with {token}", "--allow-secret", "github-pat")
     assert len(notes()) == 1
+
+
+def test_a_hex_token_in_details_is_refused(data):
+    r = random.Random(5)
+    hex_token = "".join(r.choice("0123456789abcdef") for _ in range(40))
+    result = run("save", "Staging API access", "--details", f"curl -H 'Authorization: Bearer {hex_token}'")
+    assert result.exit_code == 2 and "rule authorization-header" in result.stderr
+    assert hex_token not in result.stderr and hex_token[:8] not in result.stderr
+
+
+@pytest.mark.parametrize("note,allow,fragment", [
+    ("Connect with mysql -uroot -pS3cr3tPass db", "command-line-password", "s3cr3t"),
+    ("Deploy with the key AKIAIOSFODNN7EXAMPLE", "aws-access-key-id", "akia"),
+    # a password the gate cannot tell from a word keeps out of the name all the same
+    ("The wifi at the office takes Xk29fLq9wz", None, "xk29"),
+])
+def test_a_memory_file_name_never_carries_a_secret(data, note, allow, fragment):
+    ok("save", note, *(["--allow-secret", allow] if allow else []))
+    names = [p.name for p in project_scope().path.glob("*.md") if p.name != "MEMORY.md"]
+    assert len(names) == 1 and fragment not in names[0], names
 
 
 # --- limits at their boundaries ------------------------------------------------------------------

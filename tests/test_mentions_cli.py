@@ -271,21 +271,27 @@ def test_selection_problems_editors_and_workspace_flags(repo, tmp_path):
 
 
 def test_chat_summary_and_digest(repo, tmp_path):
-    other, _ = transcript(tmp_path, "openai", repo, prompts=("plan the migration", "then write tests"),
+    (repo / "chats").mkdir()
+    other, _ = transcript(repo / "chats", "openai", repo, prompts=("plan the migration", "then write tests"),
                           filename="other chat.jsonl")
     shared = SHARED_TRANSCRIPTS / "claude-code/claudecodelog-dag_compact_after_rewind.jsonl"
-    prompts = (f'continue from @chat:"{other}" and @chat:{shared}',) if shared.exists() else (f'@chat:"{other}"',)
+    if shared.exists():
+        (repo / "chats" / shared.name).write_bytes(shared.read_bytes())
+    # An absolute path under the root is fine, as for any file mention.
+    prompts = ((f'continue from @chat:"{other}" and @chat:chats/{shared.name}',) if shared.exists()
+               else (f'@chat:"{other}"',))
     path, _ = transcript(tmp_path, "openai", repo, prompts=prompts)
     res = run_lookout("mentions", "--root", str(repo), str(path))
     assert res.returncode == 0, res.stderr.decode()
     texts = "\n".join(i.text for i in message_items(res.stdout, "openai", prompts[0]))
     assert "Digest of chat other chat.jsonl (openai; no compaction summary recorded): 2 prompts." in texts
+    assert 'path="chats/other chat.jsonl"' in texts
     assert "1. plan the migration\n2. then write tests" in texts
     if shared.exists():
         assert "its latest compaction summary" in texts and "the user asked for a plan" in texts
     missing = transcript(tmp_path, "openai", repo, prompts=("@chat:nope.jsonl",))[0]
     res = run_lookout("mentions", "--root", str(repo), "--report", "-", str(missing))
-    assert b"chat transcript not found" in res.stderr
+    assert b"refused @chat:nope.jsonl: not found" in res.stderr
 
 
 def test_many_images_in_the_request_scale_to_2000(repo, tmp_path):

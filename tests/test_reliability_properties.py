@@ -10,7 +10,8 @@ spacing and escapes, CRLF, no final newline) and each command:
 - unknown records pass through;
 - a second run with the same settings changes nothing;
 - ``restore`` after any clearing gives back every input line, byte for byte;
-- the context's tokens never grow after ``compact`` or ``clear-images``.
+- the context's tokens never grow after ``compact`` or ``clear-images`` (unless the image bytes
+  are over the budget or a provider's limit: then bytes, not tokens, decide).
 """
 
 from __future__ import annotations

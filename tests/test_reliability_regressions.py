@@ -238,8 +238,9 @@ def test_restore_after_clear_images_on_codex_gives_the_input_back():
 
 def test_clear_images_never_grows_the_context():
     """clear-images (image_budget.plan_clearing) cleared images that cost fewer tokens than the
-    placeholder left in their place: the context grew. Fixed: an image is cleared only when it
-    costs more than its placeholder (``clearing.clear_cost``, hashes priced at their most)."""
+    placeholder left in their place: the context grew. Fixed: within the byte budget, an image is
+    cleared only when it costs more than its placeholder (``clearing.clear_cost``, hashes priced at
+    their most); over the budget or a provider's limit the bytes decide (tests/test_security_images.py)."""
     def transcript(side: int) -> bytes:
         turns = [Turn(f"look {k}", png_base64(side, side, (k, k, k)), [], "seen") for k in range(4)]
         return render(Conversation("claude-sonnet-4-5", "sys", turns, None, [], False, [0], False, True), "anthropic")

@@ -71,6 +71,8 @@ POSITIVES = {
     "bearer-token": "call it with bearer " + rnd(40, ALNUM + "._-"),
     "secret-assignment": "DB_PASSWORD=" + rnd(16),
     "password-in-prose": "the admin password is Tr0ub4dor&3",
+    "command-line-password": "mysql -uroot -pS3cr3tPass db",
+    "user-password-pair": "admin / P@ssw0rd2024!",
 }
 
 
@@ -110,9 +112,7 @@ FALSE_POSITIVES = [
     # data URLs (base64 images)
     "data:image/png;base64," + rnd(2000, ALNUM + "+/") + "==",
     "see ![x](data:image/jpeg;base64," + rnd(500, ALNUM + "+/") + ")",
-    # documentation examples
-    "AKIAIOSFODNN7EXAMPLE",
-    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    # documentation examples (AWS's example key pair is refused: see test_secret_gate.py)
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0"
     "IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     "OPENAI_API_KEY=sk-proj-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from lookout_cli.compaction import note as summary_note
 from lookout_cli.compaction import plan, summarizers
+from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.saved import MARKER, SavedStore
@@ -228,7 +229,8 @@ class Gauge:
         priced at the tokens per character of a sample of them (``tokens.sample``)."""
         later = getattr(self.counter, "count_later", None)
         if self.jobs > 1 and later is not None:  # the texts no cache knows, counted in processes first
-            later([i.text for i in self.meter.uncounted(view, priced_before)], jobs=self.jobs)()
+            with progress.stage(f"counting tokens in {self.jobs} processes"):
+                later([i.text for i in self.meter.uncounted(view, priced_before)], jobs=self.jobs)()
             self.jobs = 1  # (not hashed and looked up once more for every later view)
         if not priced_before:
             return self.meter.item_tokens(view, self.counter, self.provider)
@@ -521,7 +523,8 @@ class Compactor:
                     self.result.stages.append(StageReport(
                         "summarize", detail=f"not needed: {self.used:,} tokens, under the goal of {settings.fit_at:,}"))
                     continue
-                self.summarize_or_truncate(settings)
+                with progress.stage("summarizing"):
+                    self.summarize_or_truncate(settings)
             elif stage == "shorten":
                 self.shorten(settings)
             elif stage == "truncate":

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli.compaction import note as summary_note
+from lookout_cli.core.errors import masked, quoted
 from lookout_cli.formats.view import Item
 
 DEFAULT_TIMEOUT = 300.0
@@ -153,6 +154,7 @@ class Command(Summarizer):
             raise
         if proc.returncode != 0:
             last = summary_note.one_line("\n".join(reversed(err.decode("utf-8", "replace").splitlines())), 200)
+            last = masked(last)  # a command's error may echo its key
             raise SummaryFailed(f"the summary command exited with status {proc.returncode}"
                                 + (f": {last}" if last else ""))
         return out.decode("utf-8", "replace")
@@ -161,7 +163,7 @@ class Command(Summarizer):
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the shell and whatever it started
-    except OSError:
+    except (OSError, AttributeError):  # no process groups (Windows)
         proc.kill()
     proc.communicate()
 
@@ -328,7 +330,7 @@ def make(spec: str | None, model: str | None = None, base_url: str | None = None
             model = model.split("/", 1)[1]
         cls = OpenAI if kind == "openai" else Anthropic
         return cls(model, base_url, key_env, timeout)
-    raise SummaryFailed(f"unknown summarizer {spec!r} (use embedded, command:'CMD', openai or anthropic)")
+    raise SummaryFailed(f"unknown summarizer {quoted(spec)} (use embedded, command:'CMD', openai or anthropic)")
 
 
 def check(note: str, request: Request) -> str:
@@ -337,7 +339,7 @@ def check(note: str, request: Request) -> str:
     if not text:
         raise SummaryFailed("the summary is empty")
     if ERROR_NOTE_RE.match(text) and len(text) < 2_000:
-        raise SummaryFailed(f"the summary is an error message: {summary_note.one_line(text, 120)}")
+        raise SummaryFailed(f"the summary is an error message: {masked(summary_note.one_line(text, 120))}")
     tokens = request.count(text)
     if tokens >= request.replaced_tokens:
         raise SummaryFailed(f"the summary ({tokens:,} tokens) is not shorter than what it replaces "

@@ -17,13 +17,33 @@ class ExitCode(enum.IntEnum):
     BROKEN_PIPE = 141
 
 
+def masked(text: str) -> str:
+    """``text`` with whatever the secret gate finds in it masked: an error message may quote a
+    transcript, a variable or what a command printed."""
+    from lookout_cli.core.secrets import redact  # only on an error
+
+    return redact(text)[0]
+
+
+def quoted(value: object, longest: int = 12) -> str:
+    """``value`` as an error message may quote it (a setting's value): whole only when short and
+    the secret gate finds nothing in it, else masked (``ghp_…Ae17``), as the gate may miss a
+    bare key."""
+    from lookout_cli.core.secrets import first, mask
+
+    if isinstance(value, (int, float)):  # read as a number (2.5, -1): no secret
+        return repr(value)
+    text = str(value)
+    return repr(mask(text) if len(text) > longest or first(text) else text)
+
+
 class LookoutError(click.ClickException):
-    """A runtime error: one line on standard error, exit 2."""
+    """A runtime error: one line on standard error, exit 2, with any secret in it masked."""
 
     exit_code = ExitCode.ERROR
 
     def show(self, file=None) -> None:
-        click.echo(f"lookout: error: {self.format_message()}", err=True)
+        click.echo(f"lookout: error: {masked(self.format_message())}", err=True)
 
 
 class CheckFailed(click.ClickException):

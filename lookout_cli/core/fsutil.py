@@ -6,25 +6,49 @@ and leaves it pending; :func:`sync_pending` makes everything pending durable in 
 ``sync`` for a large batch instead of two fsyncs a file). Every atomic replace syncs what is
 pending *before* its own file, so a transcript never reaches the disk ahead of the saved
 outputs it names; so does an exit. Log lines (:func:`append_line`) are batched the same way.
+
+A kill (SIGKILL) skips every clean-up and leaves a temp file behind; the next write into that
+folder removes such files once they are old (:func:`sweep_stale_temps`). A write that fails
+says which file it could not write (a full disk's error names none, or the temp file).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
+import re
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from lookout_cli.core import lock
 
 MARSHAL_TAG = "py" + "".join(map(str, sys.version_info[:2]))  # in a kept file's name: marshal's format may change
 _pending: dict[str, None] = {}  # files written but not yet fsynced, in order
 _appends: dict[Path, list[bytes]] = {}  # lines to append to logs such as the store's manifest
 APPEND_BATCH = 512
 SYNC_ALL_FROM = 32  # from this many files one sync() of every filesystem is the cheaper way
+STALE_TEMP_AGE = 3600  # seconds untouched before a temp file is taken for a killed run's
+_OWN_TEMP = re.compile(r"\.(?:.+\.|part-)[0-9a-f]{12}\.tmp")  # new_temp_file's names
+_swept: set[str] = set()  # folders swept by this process
+_BINARY = getattr(os, "O_BINARY", 0)  # without it Windows opens in text mode: LF written as CRLF
+
+
+@contextlib.contextmanager
+def _naming(path: str | os.PathLike) -> Iterator[None]:
+    """An OSError while writing ``path`` says "cannot write PATH: why" (ENOSPC or EFBIG alone
+    name no file); its errno, and so its class, stay."""
+    try:
+        yield
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if why.startswith("cannot write "):
+            raise
+        raise OSError(exc.errno, f"cannot write {os.path.abspath(path)}: {why}") from exc
 
 
 @contextlib.contextmanager
@@ -41,42 +65,49 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
     durable = durable and not cache
     if durable:
         sync_pending()
-    try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        special = False
-    if special:
-        with open(path, "wb") as handle:
-            yield handle
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = new_temp_file(path.parent, f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        elif path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with _naming(path):
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            now = None
+        if now is not None and not stat.S_ISREG(now.st_mode):
+            with open(path, "wb") as handle:
+                yield handle
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # a cache file is rewritten on every hook run: its folder (thousands of memos) is swept
+        # only when the file is new or has not been written for a while
+        sweep = not cache or now is None or time.time() - now.st_mtime > STALE_TEMP_AGE
+        fd, tmp = new_temp_file(path.parent, f".{path.name}.", sweep)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+                handle.flush()
+                if durable:
+                    os.fsync(handle.fileno())
+            if mode is not None:
+                os.chmod(tmp, mode)
+            elif now is not None:
+                os.chmod(tmp, now.st_mode & 0o7777)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     if durable:
         _fsync_dir(path.parent)
     elif not cache:
         sync_later(path)
 
 
-def new_temp_file(folder: str | os.PathLike, prefix: str) -> tuple[int, str]:
+def new_temp_file(folder: str | os.PathLike, prefix: str, sweep: bool = True) -> tuple[int, str]:
     """A new, empty file ``PREFIX RANDOM.tmp`` in ``folder`` (mode 0600), open for writing:
     what ``tempfile.mkstemp`` makes, without importing tempfile (shutil, random, bz2 and lzma:
-    6 ms of a hook's run that writes a line memo)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    6 ms of a hook's run that writes a line memo). ``sweep``: first remove what killed runs
+    left in ``folder`` (:func:`sweep_stale_temps`)."""
+    if sweep:
+        sweep_stale_temps(folder)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _BINARY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
         tmp = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}.tmp")
         try:
@@ -84,6 +115,26 @@ def new_temp_file(folder: str | os.PathLike, prefix: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def sweep_stale_temps(folder: str | os.PathLike) -> None:
+    """Remove the temp files killed runs left in ``folder``, once per folder and process, best
+    effort: only names lookout makes (``_OWN_TEMP``), only regular files (a link is neither
+    followed nor removed), only when untouched for STALE_TEMP_AGE. Age, not the pid some names
+    carry: a writer's file changes as it is written, while a pid may be reused, or be another
+    machine's in a shared memory sync folder (whose clock may also be a little off)."""
+    key = os.path.abspath(folder)
+    if key in _swept:
+        return
+    _swept.add(key)
+    old = time.time() - STALE_TEMP_AGE
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name[:1] != "." or not _OWN_TEMP.fullmatch(entry.name):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < old:
+                    os.unlink(entry.path)
 
 
 def sync_later(path: str | os.PathLike) -> None:
@@ -100,20 +151,21 @@ def write_new(path: str, data: bytes) -> None:
         return
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")  # one writer per process
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    try:
-        fd = os.open(tmp, flags, 0o600)
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-        fd = os.open(tmp, flags, 0o600)
-    try:
-        with open(fd, "wb") as handle:
-            handle.write(data)
-        _take_name(tmp, path)  # checked above: a writer since then wrote the same bytes
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _BINARY
+    with _naming(path):
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(tmp, flags, 0o600)
+        try:
+            with open(fd, "wb") as handle:
+                handle.write(data)
+            _take_name(tmp, path)  # checked above: a writer since then wrote the same bytes
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 def keep_new(tmp: str, path: str) -> None:
@@ -122,7 +174,8 @@ def keep_new(tmp: str, path: str) -> None:
     if os.path.exists(path):
         os.unlink(tmp)
         return
-    _take_name(tmp, path)
+    with _naming(path):
+        _take_name(tmp, path)
 
 
 def _take_name(tmp: str, path: str) -> None:
@@ -215,7 +268,8 @@ def _read_sealed(path: str | os.PathLike) -> memoryview | None:
 
 def append_line(path: str | os.PathLike, line: bytes) -> None:
     """Append ``line`` to a log file, batched: the lines go in one write under an exclusive
-    lock (so concurrent writers never interleave) at the next sync or every APPEND_BATCH."""
+    lock (so concurrent writers never interleave) at the next sync or every APPEND_BATCH. The
+    log is private (0600; made so when lookout next writes to it): it names transcripts."""
     lines = _appends.setdefault(Path(path), [])
     lines.append(line)
     if len(lines) >= APPEND_BATCH:
@@ -227,13 +281,19 @@ def _write_appends() -> None:
     _appends.clear()
     for path, lines in batches:
         data = b"".join(lines)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
+        with _naming(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o600)
+            try:
+                mode = os.fstat(fd).st_mode
+                if mode & 0o077 and hasattr(os, "fchmod"):  # made before logs were private (not on Windows)
+                    with contextlib.suppress(OSError):  # (not ours to change: still written)
+                        os.fchmod(fd, mode & 0o700)
+                lock.lock(fd)
+                while data:
+                    data = data[os.write(fd, data):]
+                lock.unlock(fd)
+            finally:
+                os.close(fd)
 
 
 @atexit.register
@@ -250,7 +310,7 @@ def sync_pending() -> None:
         return
     paths = list(_pending)
     _pending.clear()
-    if len(paths) >= SYNC_ALL_FROM:
+    if len(paths) >= SYNC_ALL_FROM and hasattr(os, "sync"):  # Windows has no sync()
         os.sync()
         return
     for path in [*paths, *dict.fromkeys(os.path.dirname(p) for p in paths)]:

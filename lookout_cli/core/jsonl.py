@@ -481,6 +481,16 @@ class RecordWriter:
         for record in records:
             self.write(record, original)
 
+    def write_raw(self, data: bytes) -> None:
+        """Whole lines as they are (lines appended to the input meanwhile)."""
+        if isinstance(self.stream, NullStream) or not data:
+            return
+        if self._needs_newline:
+            self.stream.write(b"\n")
+            self._needs_newline = False
+        self.stream.write(data)
+        self.written += data.count(b"\n")
+
     def copy_from(self, source: IO[bytes], start: int = 0, end: int | None = None, chunk: int = 1 << 20) -> None:
         """Copy an input file from offset ``start`` to ``end`` (default: its end) byte for byte
         (a transcript nothing changed); from file to file or pipe in the kernel when it can

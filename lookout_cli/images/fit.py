@@ -21,9 +21,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-from lookout_cli.core.errors import LookoutError
-from lookout_cli.images.costs import PROVIDER_LIMITS
-from lookout_cli.images.costs import limits_for as shared_limits
+from lookout_cli.images.costs import PROVIDER_LIMITS, limits_for
 
 DEFAULT_MAX_SIDE = 2048
 MAX_PIXELS = 89_478_485  # pillow's own DecompressionBombWarning threshold (~ 0.36 GB RGBA)
@@ -31,18 +29,6 @@ MIN_SIDE = 16  # give up shrinking below this long side
 
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 FORMATS = {v: k for k, v in MEDIA_TYPES.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderLimits:
-    """The limits ``fit_image`` enforces, read from ``lookout_cli.images.costs.PROVIDER_LIMITS``
-    (the one table of provider limits, with its sources)."""
-
-    max_side: int | None = None  # hard cap on either side
-    many_images_side: int | None = None  # cap when a request carries many images
-    many_images_over: int | None = None  # "many" = more than this
-    max_base64: int | None = None  # per image, base64 characters
-    max_bytes: int | None = None  # per image, decoded bytes
 
 
 PROVIDERS = tuple(sorted(PROVIDER_LIMITS))  # anthropic, gemini, openai
@@ -95,35 +81,20 @@ def sniff_media_type(data: bytes) -> str | None:
     return None
 
 
-def limits_for(provider: str) -> ProviderLimits:
-    """Anthropic: 8000 px, 2000 px past 20 images, 5 MB of base64; OpenAI: 20 MB an image."""
-    try:
-        lim = shared_limits(provider)
-    except LookoutError:
-        return ProviderLimits()
-    return ProviderLimits(
-        max_side=lim.max_side,
-        many_images_side=lim.max_side_many,
-        many_images_over=lim.many_images,
-        max_base64=lim.max_base64_bytes,
-        max_bytes=lim.max_image_bytes,
-    )
-
-
 def side_cap(provider: str = "anthropic", max_side: int | None = DEFAULT_MAX_SIDE, many_images: bool = False) -> int | None:
     """The largest long side allowed for one image."""
     lim = limits_for(provider)
     caps = [c for c in (max_side, lim.max_side) if c]
-    if many_images and lim.many_images_side:
-        caps.append(lim.many_images_side)
+    if many_images and lim.max_side_many:
+        caps.append(lim.max_side_many)
     return min(caps) if caps else None
 
 
 def fits_bytes(nbytes: int, provider: str) -> bool:
     lim = limits_for(provider)
-    if lim.max_base64 is not None and 4 * math.ceil(nbytes / 3) > lim.max_base64:
+    if lim.max_base64_bytes is not None and 4 * math.ceil(nbytes / 3) > lim.max_base64_bytes:
         return False
-    if lim.max_bytes is not None and nbytes > lim.max_bytes:
+    if lim.max_image_bytes is not None and nbytes > lim.max_image_bytes:
         return False
     return True
 

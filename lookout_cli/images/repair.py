@@ -12,7 +12,8 @@ from lookout_cli.core.saved import MARKER, human_size
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.clearing import clear_item, is_cleared, save_record
 from lookout_cli.formats.view import IMAGE, Item
-from lookout_cli.images.fit import FittedImage, ImageError, fit_image, limits_for
+from lookout_cli.images.costs import limits_for
+from lookout_cli.images.fit import FittedImage, ImageError, fit_image
 
 
 def _swap(node: Any, old: str, new: str, old_type: str | None, new_type: str) -> bool:
@@ -49,7 +50,7 @@ def repair_images(run, transcript: Transcript, provider: str) -> list[dict]:
     view = transcript.view()
     images = [i for i in view.items if i.kind == IMAGE and i.image and i.image.data and not is_cleared(i)]
     limits = limits_for(provider)
-    many = bool(limits.many_images_over and len(images) > limits.many_images_over)
+    many = bool(limits.many_images and len(images) > limits.many_images)
     fixes: list[dict] = []
     # the last first: a note goes in after its image and moves the parts that follow it
     for number, item in reversed(list(enumerate(images, 1))):

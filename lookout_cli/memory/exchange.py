@@ -35,6 +35,7 @@ from lookout_cli.memory.store import (
     Scope,
     file_lock,
     format_time,
+    masked,
     normalize_note,
     now,
     parse_list,
@@ -425,7 +426,7 @@ def import_source(source: Path, target: Callable[[], Scope], chosen: bool, dry_r
         with scope.transaction(dry_run=dry_run, actor="import") as txn:
             for mem in part.memories:
                 finding = secrets.first(mem.text(), allow)
-                shown = mem.note if len(mem.note) <= 50 else mem.note[:49] + "…"
+                shown = masked(mem.note)
                 if finding is not None:
                     report.left_out.append(f"{shown!r} ({finding.describe()})")
                     continue
@@ -673,7 +674,7 @@ def _sync_one(txn, report: SyncReport, mid, L, R, B, local, remote, tombs, remot
     if theirs_newer:
         finding = secrets.first(theirs.text(), allow)
         if finding is not None:
-            report.left_out.append(f"{mid} from the shared folder ({finding.describe()})")
+            report.left_out.append(f"{masked(mid)} from the shared folder ({finding.describe()})")
             return B
         txn.replace_memory(mid, theirs, by="sync", reason="changed on two machines; the other machine's is newer")
         if not dry_run:
@@ -699,7 +700,7 @@ def _pull(txn, report: SyncReport, mid: str, data: bytes, R: str, path: Path, dr
     mem = parse_memory(_decode(data), mid)
     finding = secrets.first(mem.text(), allow)
     if finding is not None:
-        report.left_out.append(f"{mid} from the shared folder ({finding.describe()})")
+        report.left_out.append(f"{masked(mid)} from the shared folder ({finding.describe()})")
         return None
     if len(normalize_note(mem.note)) < NOTE_MIN:
         report.left_out.append(f"{mid} from the shared folder (no note)")

@@ -6,7 +6,7 @@ A scope folder holds::
     <topic>.md             one memory: front matter (author, source, dates, topic), note, details
     .forgotten/            forgotten memories, kept 30 days and restorable
     .index.json            what lookout last wrote (to notice hand edits), never the only copy
-    .lock                  the scope's lock (fcntl)
+    .lock                  the scope's lock (the system's own: flock, or msvcrt on Windows)
 
 The memory files are the source of truth; ``MEMORY.md`` is rewritten from them on every change.
 A line added to ``MEMORY.md`` by hand becomes a memory, a line removed by hand forgets its
@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
-import fcntl
 import hashlib
 import json
 import os
 import re
-import time
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lookout_cli.core import secrets
+from lookout_cli.core import lock, secrets
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import atomic_write
 from lookout_cli.core.times import parse_time
@@ -105,9 +102,24 @@ def note_key(text: str) -> str:
 _SLUG_SKIP = frozenset("a an the is are was were be to of for and or in on at we our i my you your it its that this".split())
 
 
+def _secret_fragment(word: str) -> bool:
+    """A slug word that could be part of a secret the gate missed: letters and digits mixed the
+    way passwords and tokens mix them (``ps3cr3tpass``, a hex token). A name with a number on
+    it (``ubuntu2204``, ``python311``, a topic people save under again) and plain words stay."""
+    if len(word) < 8 or word.isalpha() or word.isdigit():
+        return False
+    switches = sum(a.isdigit() != b.isdigit() for a, b in zip(word, word[1:]))
+    return switches >= 3 or len(word) >= 16
+
+
 def slugify(text: str, max_words: int = 6, max_len: int = 48) -> str:
+    """A file name for a memory, made from its words. It never carries a secret: what the gate
+    finds is taken out first (also when the memory was saved with --allow-secret), and so are
+    words that could be the rest of one."""
+    for finding in reversed(secrets.scan(text)):
+        text = text[: finding.start] + " " + text[finding.end :]
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
-    words = re.findall(r"[a-z0-9]+", ascii_text)
+    words = [w for w in re.findall(r"[a-z0-9]+", ascii_text) if not _secret_fragment(w)]
     words = [w for w in words if w not in _SLUG_SKIP] or words
     slug = ""
     for word in words[:max_words]:
@@ -138,6 +150,14 @@ def secret_error(finding: secrets.Finding, what: str = "this memory") -> Lookout
         "save where the secret lives instead, such as the name of the variable that holds it "
         f"(--allow-secret {finding.rule} to save it anyway)"
     )
+
+
+def masked(text: str, width: int = 50) -> str:
+    """``text`` as a message may name a refused memory: every secret in it shown as its masked
+    preview, the way ``memory save`` shows it, and at most ``width`` characters."""
+    for finding in reversed(secrets.scan(text)):
+        text = text[: finding.start] + finding.preview + text[finding.end :]
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def check_secrets(text: str, allow: Iterable[str] = (), what: str = "this memory") -> None:
@@ -421,26 +441,16 @@ def sent_split(memories: Iterable[Memory], budget: int = SEND_BYTES) -> tuple[li
 # --- locking ------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """An exclusive fcntl lock on ``path`` (created if missing), waited for up to ``timeout``."""
+    """An exclusive lock on ``path`` (created if missing), waited for up to ``timeout``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + timeout
-        delay = 0.002
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-                if time.monotonic() > deadline:
-                    raise LookoutError(f"{path.parent} is locked by another lookout process (waited {timeout:.0f} s)")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+        if not lock.lock(fd, timeout):
+            raise LookoutError(f"{path.parent} is locked by another lookout process (waited {timeout:.0f} s)")
         yield
+        lock.unlock(fd)
     finally:
-        os.close(fd)  # closing releases the lock
+        os.close(fd)  # closing releases the lock too (after an error)
 
 
 # --- a scope ------------------------------------------------------------------------------------

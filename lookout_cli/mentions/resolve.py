@@ -13,7 +13,8 @@ mention order (a file past that, and every file after it, is named by path only;
 text such as ``@git`` is cut to what is left); 20 images and 20 files a message; 10 MB an
 attachment. Refused: paths outside the workspace root (``..``, absolute paths, symlinks that
 leave it), ignored files (with the ignore file, line and pattern), common secret files (unless
-``allow_secret``), binary files, special files.
+``allow_secret``), binary files, special files. ``@chat:`` names a transcript under the root by
+the same rules, and every secret the gate (``core/secrets.py``) finds in what it attaches is masked.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lookout_cli.mentions import parse as mp
 from lookout_cli.mentions.ignore import IGNORE_FILES, GitError, IgnoreMatch, IgnoreRules, git
+
+if TYPE_CHECKING:
+    from lookout_cli.core.secrets import Finding
 
 MARKER = "<lookout-mentions"  # starts the header part: a prompt that has it is expanded
 ATTACHMENT_TAG = "lookout-attachment"
@@ -145,7 +149,7 @@ class Settings:
     selection: str | None = None  # FILE, FILE#L10-20, FILE:10-20
     problems: str | None = None  # a SARIF file or compiler-style "path:line:col: message" lines
     editors: str | None = None  # a file with one open editor's path per line
-    cwd: Path = field(default_factory=Path.cwd)  # for flag paths and @chat: fallbacks
+    cwd: Path = field(default_factory=Path.cwd)  # for the flags' relative paths
     count_tokens: Callable[[str], int] | None = None
 
 
@@ -397,7 +401,8 @@ class Resolver:
         if kind == "editors":
             return self._text(m, tally, EDITORS, *self._editors())
         if kind == mp.CHAT:
-            return self._text(m, tally, CHAT, *self._chat(m.path or ""))
+            text, rel, sha, size, masked = self._chat(m.path or "")
+            return self._text(m, tally, CHAT, text, rel, sha, size, warnings=masked)
         raise Refused(f"unknown mention kind {kind}", kind)
 
     # --- limits for text ---------------------------------------------------------------------
@@ -457,16 +462,23 @@ class Resolver:
             if match is not None:
                 raise Refused(f"ignored by {match}", kind, rel, ignore=match)
 
-    def _path(self, m: mp.Mention, tally: _Tally, written: str, start: int | None, end: int | None,
-              heading: str | None, kind: str) -> Outcome:
+    def _admit(self, written: str, kind: str) -> tuple[str, str, os.stat_result]:
+        """(real path, path relative to the root, its stat) of a mentioned path that stays under
+        the root and passes the secret and ignore gates; else Refused."""
         full, real, rel = self.locate(written, kind)
-        written_rel = Path(os.path.relpath(full, self.root)).as_posix()
         try:
             st = os.stat(real)
         except OSError as exc:
             raise Refused(f"cannot read: {exc.strerror}", kind, rel) from None
         is_dir = stat.S_ISDIR(st.st_mode)
-        self._gate(written_rel, rel, is_dir, FOLDER if is_dir else kind)
+        written_rel = Path(os.path.relpath(full, self.root)).as_posix()
+        self._gate(written_rel, rel, is_dir, FOLDER if is_dir and kind in FILE_KINDS else kind)
+        return real, rel, st
+
+    def _path(self, m: mp.Mention, tally: _Tally, written: str, start: int | None, end: int | None,
+              heading: str | None, kind: str) -> Outcome:
+        real, rel, st = self._admit(written, kind)
+        is_dir = stat.S_ISDIR(st.st_mode)
         if is_dir:
             if start is not None or heading:
                 raise Refused("a folder has no lines or headings", FOLDER, rel)
@@ -704,16 +716,20 @@ class Resolver:
         out = "\n".join(lines) + "\n"
         return out, str(path), _sha(data), len(data)
 
-    def _chat(self, written: str) -> tuple:
+    def _chat(self, written: str) -> tuple[str, str, str, int, list[str]]:
+        """Another chat under the root, by the rules of any file mention: (text, path, sha256,
+        size, notes on the secrets masked)."""
         if not written:
             raise Refused("no chat file named", CHAT)
-        expanded = Path(os.path.expanduser(written))
-        candidates = [expanded] if expanded.is_absolute() else [self.root / expanded, self.settings.cwd / expanded]
-        path = next((c for c in candidates if c.is_file()), None)
-        if path is None:
-            raise Refused("chat transcript not found", CHAT, written)
-        text, sha, size = chat_summary(path)
-        return text, str(path), sha, size
+        real, rel, st = self._admit(written, CHAT)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("not a regular file", CHAT, rel)
+        text, sha, size, found = chat_summary(Path(real))
+        masked = []
+        if found:
+            kinds = ", ".join(dict.fromkeys(f"{f.title} (rule {f.rule})" for f in found))
+            masked.append(f"masked {len(found)} secret{'s' if len(found) != 1 else ''} from the chat: {kinds}")
+        return text, rel, sha, size, masked
 
 
 def _cut(text: str, room: int) -> str:
@@ -813,9 +829,13 @@ def _sarif(doc: dict, root: Path | None) -> list[dict]:
 
 # --- chats --------------------------------------------------------------------------------
 
-def chat_summary(path: Path) -> tuple[str, str, int]:
-    """(text, sha256 of the file, size): the transcript's latest compaction summary, else a
-    short digest of its prompts."""
+def chat_summary(path: Path) -> tuple[str, str, int, list[Finding]]:
+    """(text, sha256 of the file, size, secrets masked): the transcript's latest compaction
+    summary, else a short digest of its prompts. Another chat's words are the user's own, secrets
+    included, so everything taken from it goes through the secret gate and each secret found is
+    replaced by its masked preview."""
+    # Imported here: its rule table takes a while to compile, and few runs mention a chat.
+    from lookout_cli.core import secrets
     from lookout_cli.core.jsonl import read_records
     from lookout_cli.formats import Transcript, detect
     from lookout_cli.formats.view import SUMMARY
@@ -839,25 +859,31 @@ def chat_summary(path: Path) -> tuple[str, str, int]:
     summaries = [i for i in view.items if i.kind == SUMMARY and i.text.strip()]
     name = path.name
     if summaries:
-        text = f"Summary of chat {name} ({view.format}; its latest compaction summary):\n\n{summaries[-1].text.strip()}\n"
-        return text, digest.hexdigest(), size
-    prompts = [" ".join(i.text.split()) for i in view.items if i.prompt and i.text.strip()]
+        summary, found = secrets.redact(summaries[-1].text.strip())
+        text = f"Summary of chat {name} ({view.format}; its latest compaction summary):\n\n{summary}\n"
+        return text, digest.hexdigest(), size, found
+    prompts = [i.text for i in view.items if i.prompt and i.text.strip()]
     lines = [f"Digest of chat {name} ({view.format}; no compaction summary recorded): {len(prompts)} prompts."]
     picked: list[tuple[int, str]] = list(enumerate(prompts, 1))
     if len(picked) > CHAT_DIGEST_PROMPTS:
         head = CHAT_DIGEST_PROMPTS // 4
         picked = picked[:head] + [(0, "")] + picked[-(CHAT_DIGEST_PROMPTS - head):]
+    found: list[Finding] = []
     for n, p in picked:
         if n == 0:
             lines.append(f"… {len(prompts) - CHAT_DIGEST_PROMPTS:,} prompts not shown …")
             continue
+        # Masked whole before it is cut short, so that a cut never leaves half a secret unseen.
+        p, in_prompt = secrets.redact(p)
+        found += in_prompt
+        p = " ".join(p.split())
         if len(p) > CHAT_PROMPT_CHARS:
             p = p[: CHAT_PROMPT_CHARS - 1] + "…"
         lines.append(f"{n}. {p}")
     text = "\n".join(lines) + "\n"
     if len(text) > CHAT_DIGEST_CHARS:
         text = text[: CHAT_DIGEST_CHARS - 2] + "…\n"
-    return text, digest.hexdigest(), size
+    return text, digest.hexdigest(), size, found
 
 
 # --- parts --------------------------------------------------------------------------------

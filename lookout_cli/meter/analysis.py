@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lookout_cli.core import progress
 from lookout_cli.formats.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 from lookout_cli.images.costs import image_item_tokens, image_provider
 from lookout_cli.meter.cost import CacheTotals, Cost, WarmCache, cache_totals, total_cost, warm_cache
@@ -88,15 +89,17 @@ def item_tokens(view: View, counter, provider: str | None = None, priced_before:
     estimate of the turns its summary replaces, ``tokens.sample``)."""
     provider = provider or image_provider(view.model, view.format)
     out = []
-    for index, item in enumerate(view.items):
-        if item.kind == IMAGE:
-            out.append(image_item_tokens(item, provider))
-        elif item.tokens is not None:
-            out.append(item.tokens)  # counted as the view was built (item_counts)
-        elif _priced(index, item, priced_before):
-            out.append(price(item.text))
-        else:
-            out.append(counter.count(item.text))
+    with progress.stage("counting tokens", len(view.items), "items"):
+        for index, item in enumerate(view.items):
+            progress.update(index)
+            if item.kind == IMAGE:
+                out.append(image_item_tokens(item, provider))
+            elif item.tokens is not None:
+                out.append(item.tokens)  # counted as the view was built (item_counts)
+            elif _priced(index, item, priced_before):
+                out.append(price(item.text))
+            else:
+                out.append(counter.count(item.text))
     return out
 
 

@@ -314,6 +314,8 @@ def _parts(out: _Lines, meter: Meter) -> None:
         for child in part.children:
             out.row(child.label, child.tokens, total, f"{child.items}×", indent=4)
     out.row(f"Total ({meter.total_basis})", total, total, indent=0)
+    if meter.used.tokens != total:
+        out.add(f"  (Used, {fmt(meter.used.tokens)}, is {_used_basis(meter)}; the parts are lookout's count of the prompt)")
     if meter.largest_results:
         out.add("  Largest tool results:")
         for n, r in enumerate(meter.largest_results, 1):
@@ -341,6 +343,23 @@ def _reclaimable(out: _Lines, meter: Meter) -> None:
         out.add("Reclaimable: nothing yet")
 
 
+def _approximation(meter: Meter) -> str:
+    """Said when the tokenizer is not the model's own: only OpenAI publishes its tokenizers."""
+    if meter.counting != "tokenizer" or meter.image_provider == "openai":
+        return ""
+    maker = {"anthropic": "Claude", "gemini": "Gemini"}.get(meter.image_provider, "the model")
+    return f" (an approximation: {maker}'s own tokenizer is not public)"
+
+
+def _used_basis(meter: Meter) -> str:
+    u = meter.used
+    if u.provider is not None and u.pending:
+        return "the provider's count at the last response plus what was added since"
+    if u.provider is not None:
+        return "the provider's own count"
+    return f"{u.basis}, with setup the transcript does not record" if u.basis != "estimated" else "an estimate"
+
+
 def render(meter: Meter, style=None, source: str | None = None, fail_at: float | None = None) -> str:
     """The readable report. ``style`` is ``Reporter.style`` (colour on a terminal) or None."""
     style = style or (lambda text, **_: text)
@@ -350,8 +369,10 @@ def render(meter: Meter, style=None, source: str | None = None, fail_at: float |
     model = meter.model or "unknown model"
     known = "" if meter.model_known else " (unknown model: defaults)"
     out.add(style(title, bold=True))
-    out.add(f"  {model}{known} · {meter.format} · counted with {meter.counting_label}")
-    state = style(meter.state, fg=STATE_COLOURS.get(meter.state), bold=meter.state in ("amber", "red"))
+    out.add(f"  {model}{known} · {meter.format} · counted with {meter.counting_label}{_approximation(meter)}")
+    # "hidden" is what a status line does under that level; beside a drawn bar it reads "low"
+    word = "low" if meter.state == "hidden" else meter.state
+    state = style(word, fg=STATE_COLOURS.get(meter.state), bold=meter.state in ("amber", "red"))
     out.add("")
     out.add(f"Context {bar(meter, style)} {percent(meter.percent)}  {state}")
     out.add(f"  Used: {fmt(u.tokens)} of {fmt(b.budget)} tokens ({u.basis})")
@@ -368,7 +389,7 @@ def render(meter: Meter, style=None, source: str | None = None, fail_at: float |
     out.add(f"  Summarized at {fmt(b.summary_point)} ({percent(_pct(b.summary_point, b.budget))}, "
             f"{b.summary_point_source}); compaction due at {fmt(b.due_at)} "
             f"({percent(_pct(b.due_at, b.budget))})" + (" — due now" if b.due else ""))
-    out.add(f"  Meter: hidden under {meter.hidden:g}%, amber from {meter.amber:.4g}%, red from {meter.red:.4g}%")
+    out.add(f"  Meter: low under {meter.hidden:g}% (a status line hides it), amber from {meter.amber:.4g}%, red from {meter.red:.4g}%")
     if fail_at is not None:
         verdict = "FAILS" if meter.percent >= fail_at else "passes"
         out.add(f"  --fail-at {fail_at:g}%: {verdict}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.errors import LookoutError, quoted
 from lookout_cli.core.units import parse_size
 
 # Fields a models.toml entry or a config override may set, with their kinds.
@@ -164,7 +164,7 @@ def _forms(name: str) -> list[str]:
 # --- the data file ---------------------------------------------------------------------
 
 
-def _check_fields(where: str, entry: dict[str, Any]) -> dict[str, Any]:
+def check_fields(where: str, entry: dict[str, Any]) -> dict[str, Any]:
     """Validate and normalise one entry's fields (models.toml or a config override)."""
     out: dict[str, Any] = {}
     for k, v in entry.items():
@@ -174,20 +174,20 @@ def _check_fields(where: str, entry: dict[str, Any]) -> dict[str, Any]:
             if isinstance(v, str):
                 v = parse_size(v)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise LookoutError(f"{where}: {k} must be a positive whole number, got {v!r}")
+                raise LookoutError(f"{where}: {k} must be a positive whole number, got {quoted(v)}")
         elif k in _PRICE_FIELDS:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise LookoutError(f"{where}: {k} must be a price of 0 or more, got {v!r}")
+                raise LookoutError(f"{where}: {k} must be a price of 0 or more, got {quoted(v)}")
             v = float(v)
         elif k == "cache_ttls":
             if not isinstance(v, (list, tuple)) or not all(
                 isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v
             ):
-                raise LookoutError(f"{where}: cache_ttls must be a list of seconds, got {v!r}")
+                raise LookoutError(f"{where}: cache_ttls must be a list of seconds, got {quoted(v)}")
             v = tuple(v)
         elif k == "aliases":
             if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-                raise LookoutError(f"{where}: aliases must be a list of names, got {v!r}")
+                raise LookoutError(f"{where}: aliases must be a list of names, got {quoted(v)}")
             v = tuple(v)
         elif k == "encoding":
             from lookout_cli.tokens.tokenizer import ENCODINGS
@@ -195,7 +195,7 @@ def _check_fields(where: str, entry: dict[str, Any]) -> dict[str, Any]:
             if v not in ENCODINGS:
                 raise LookoutError(f"{where}: unknown encoding {v!r}")
         elif not isinstance(v, str):
-            raise LookoutError(f"{where}: {k} must be text, got {v!r}")
+            raise LookoutError(f"{where}: {k} must be text, got {quoted(v)}")
         out[k] = v
     return out
 
@@ -215,13 +215,13 @@ def _load_toml(text: str) -> _Catalog:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise LookoutError(f"models.toml: {e}") from None
-    defaults = _check_fields("models.toml [defaults]", raw.get("defaults", {}))
+    defaults = check_fields("models.toml [defaults]", raw.get("defaults", {}))
     providers = {
-        p: _check_fields(f"models.toml [providers.{p}]", v)
+        p: check_fields(f"models.toml [providers.{p}]", v)
         for p, v in raw.get("providers", {}).items()
     }
     own = {
-        name: _check_fields(f"models.toml [models.{name!r}]", v)
+        name: check_fields(f"models.toml [models.{name!r}]", v)
         for name, v in raw.get("models", {}).items()
     }
 
@@ -334,7 +334,7 @@ def lookup(name: str | None, overrides: dict[str, dict[str, Any]] | None = None)
                 bool(given) and (_key(key) == _key(given) or _key(key) in _forms(given))
             )
             if matches:
-                extra.update(_check_fields(f"config: models.{key}", fields))
+                extra.update(check_fields(f"config: models.{key}", fields))
         extra.pop("aliases", None)
 
     if "base" in extra:  # a config model built on a known one: base = "claude-sonnet-4-5"

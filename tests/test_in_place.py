@@ -1,0 +1,124 @@
+"""``-i`` (and ``-o`` onto the input) never loses a line an agent appends while lookout works:
+the agent only appends, and replacing the file with what was read would drop those lines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import orjson
+import pytest
+from conftest import lookout_exe
+from test_compact_fixtures import write
+
+# A line each format's agent appends: a new user prompt, continuing from the last line.
+APPENDED = {
+    "codex": lambda n, last: {"timestamp": "2026-11-30T10:00:00.000Z", "type": "response_item",
+                              "payload": {"type": "message", "role": "user",
+                                          "content": [{"type": "input_text", "text": f"appended {n}"}]}},
+    "openai": lambda n, last: {"role": "user", "content": f"appended {n}"},
+    "anthropic": lambda n, last: {"role": "user", "content": f"appended {n}"},
+    "claude-code": lambda n, last: {"parentUuid": last.get("uuid"), "isSidechain": False, "type": "user",
+                                    "uuid": f"appended-{n}", "sessionId": last.get("sessionId"),
+                                    "timestamp": "2026-11-30T10:00:00.000Z",
+                                    "message": {"role": "user", "content": f"appended {n}"}},
+}
+
+
+def _appended_lines(fmt: str, path, count: int = 3) -> bytes:
+    last = orjson.loads(path.read_bytes().splitlines()[-1])
+    return b"".join(orjson.dumps(APPENDED[fmt](n, last)) + b"\n" for n in range(count))
+
+
+def _env(tmp_path) -> dict:
+    return dict(os.environ, LOOKOUT_SAVE_DIR=str(tmp_path / "saved"), LOOKOUT_NO_CONFIG="1")
+
+
+def _summarizer_that_appends(tmp_path, path, lines: bytes) -> str:
+    """A summarizer command that, while compact waits for it, appends ``lines`` to ``path`` as
+    the agent would (open, append, close), then gives a note."""
+    script = tmp_path / "agent_appends.py"
+    script.write_text("import sys\nsys.stdin.read()\n"
+                      f"with open({str(path)!r}, 'ab') as f:\n    f.write({lines!r})\n"
+                      "print('## Summary\\nThe work so far: the CSV importer was ported; tests pass.')\n")
+    return f"command:{sys.executable} {script}"
+
+
+@pytest.mark.parametrize("fmt", ["codex", "openai", "anthropic"])
+@pytest.mark.parametrize("how", ["-i", "-o"])
+def test_lines_appended_while_compacting_follow_the_result(tmp_path, fmt, how):
+    path = write(tmp_path, fmt, turns=14)
+    before = path.read_bytes()
+    lines = _appended_lines(fmt, path)
+    target = ["-i"] if how == "-i" else ["-o", str(path)]
+    done = subprocess.run([*lookout_exe(), "compact", "--force", "--summarizer",
+                           _summarizer_that_appends(tmp_path, path, lines), *target, str(path)],
+                          capture_output=True, env=_env(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    after = path.read_bytes()
+    assert after != before + lines  # compacted
+    assert after.endswith(lines), "the appended lines come after the result, in order"
+    assert b"carried over 3 line(s) appended to" in done.stderr
+    restored = subprocess.run([*lookout_exe(), "restore", str(path)], capture_output=True, env=_env(tmp_path))
+    assert restored.returncode == 0 and lines in restored.stdout
+
+
+def test_a_claude_code_compaction_refuses_lines_it_cannot_carry(tmp_path):
+    """Claude Code's lines name their parent: lines appended after the old last line would
+    continue the conversation from before the compaction. The file is left as it is."""
+    path = write(tmp_path, "claude-code", turns=14)
+    before = path.read_bytes()
+    lines = _appended_lines("claude-code", path)
+    done = subprocess.run([*lookout_exe(), "compact", "--force", "--summarizer",
+                           _summarizer_that_appends(tmp_path, path, lines), "-i", str(path)],
+                          capture_output=True, env=_env(tmp_path), timeout=120)
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert err.strip().splitlines()[-1] == (
+        f"lookout: error: {path} grew by 3 line(s) while lookout worked, and they continue the conversation "
+        "from before this run's changes; left as it is (run again)")
+    assert path.read_bytes() == before + lines
+
+
+def test_lines_appended_during_an_in_place_clearing_are_never_lost(tmp_path):
+    """A real race: an agent appends a line every few milliseconds while ``compact -i
+    --stage prune`` clears old output in place (a Claude Code line keeps its place and
+    parent). Whatever the timing, every appended line is in the file afterwards, once. (One the
+    agent appends in the instant of the replace reaches the new file just after it, and so may
+    land after a line appended a moment later: kept, though not in order.)"""
+    path = write(tmp_path, "claude-code", turns=30, output_chars=20_000)
+    last = orjson.loads(path.read_bytes().splitlines()[-1])
+    stop = threading.Event()
+    appended: list[bytes] = []
+
+    def agent():
+        n = 0
+        while not stop.is_set():
+            line = orjson.dumps(APPENDED["claude-code"](n, last)) + b"\n"
+            with open(path, "ab") as f:
+                f.write(line)
+            appended.append(line)
+            n += 1
+            time.sleep(0.003)
+
+    writer = threading.Thread(target=agent)
+    writer.start()
+    try:
+        done = subprocess.run([*lookout_exe(), "compact", "--stage", "prune", "-i", str(path)],
+                              capture_output=True, env=_env(tmp_path), timeout=120)
+    finally:
+        time.sleep(0.05)
+        stop.set()
+        writer.join()
+    assert done.returncode in (0, 2), done.stderr
+    text = path.read_bytes()
+    positions = [text.find(line) for line in appended]
+    assert -1 not in positions, f"{positions.count(-1)} of {len(appended)} appended lines lost"
+    assert all(text.count(line) == 1 for line in appended)
+    out_of_order = sum(a > b for a, b in zip(positions, positions[1:]))
+    assert out_of_order <= 1, out_of_order
+    if done.returncode == 0:
+        assert b"cleared" in done.stderr or b"prune" in done.stderr
