@@ -143,8 +143,8 @@ def filter_options(side_effects: bool = False) -> Callable:
             )
             if run.to_terminal and side_effects and not run.dry_run:
                 # gzip's rule: data meant for a program is not printed on a terminal
-                raise click.UsageError("standard output is a terminal: send the transcript to a file (-o FILE), "
-                                       "back into FILE (-i) or a pipe")
+                raise LookoutError(f"{run.command}: standard output is a terminal: send the transcript to a file "
+                                   "(-o FILE), back into FILE (-i) or a pipe")
             return f(run, **kwargs)
 
         options = [

@@ -230,7 +230,8 @@ def test_an_editing_command_on_a_terminal_asks_for_a_file_or_a_pipe(tmp_path, co
     session.write_bytes(EXAMPLE.read_bytes())
     status, shown, err = _on_a_terminal([*command, str(session)], tmp_path)
     assert status == 2 and shown == b"", err
-    assert b"standard output is a terminal: send the transcript to a file (-o FILE), back into FILE (-i) or a pipe" in err
+    assert err == (f"lookout: error: {command[0]}: standard output is a terminal: send the transcript to a file "
+                   "(-o FILE), back into FILE (-i) or a pipe\n").encode()
     assert session.read_bytes() == EXAMPLE.read_bytes()
     dry, shown, err = _on_a_terminal([*command, "--dry-run", str(session)], tmp_path)
     assert dry == 0 and b'{"' not in shown, err
