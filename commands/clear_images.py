@@ -89,8 +89,8 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
                   freed_tokens=sum(c.tokens - c.note for c in plan.clear),
                   limits=list(dict.fromkeys(c.why for c in plan.clear)),
                   kept=[{"name": k.name, "bytes": k.bytes, "why": k.why} for k in plan.kept])
-    _say(run, report, plan)
-    run.finish(transcript, report, changes=len(plan.clear) + len(report["repaired"]))
+    run.finish(transcript, report, changes=len(plan.clear) + len(report["repaired"]),
+               tell=lambda: _say(run, report, plan))  # said once the transcript is written
 
 
 def _say(run: Run, report: dict, plan) -> None:

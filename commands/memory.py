@@ -925,10 +925,10 @@ def inject(run: Run, project_dir, agent_name, no_everywhere):
     sent = sum(r["sent"] for r in report.values())
     unsent = sum(r["not_sent"] for r in report.values())
     verb = "would inject" if run.dry_run else "injected"
-    if transcript.changed:
-        noun = "memory" if sent == 1 else "memories"
-        run.say(f"memory inject: {verb} {sent} {noun}" + (f" ({unsent} not sent: past 6 KB)" if unsent else ""))
-    run.finish(transcript, {"command": "memory inject", "scopes": report, "changed": transcript.changed})
+    noun = "memory" if sent == 1 else "memories"
+    said = f"memory inject: {verb} {sent} {noun}" + (f" ({unsent} not sent: past 6 KB)" if unsent else "")
+    run.finish(transcript, {"command": "memory inject", "scopes": report, "changed": transcript.changed},
+               tell=lambda: transcript.changed and run.say(said))  # once the transcript is written
 
 
 @memory.command(epilog="""\b
