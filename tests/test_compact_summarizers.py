@@ -130,8 +130,8 @@ def test_anthropic_endpoint_writes_the_summary(endpoint, transcript_file, tmp_pa
 
 
 @pytest.mark.parametrize("kind,setup,reason", [
-    ("openai", lambda e: (setattr(e, "status", 500), setattr(e, "answer", {"error": {"message": "overloaded"}})),
-     "answered 500"),
+    ("openai", lambda e: (setattr(e, "status", 400), setattr(e, "answer", {"error": {"message": "bad model"}})),
+     "answered 400"),  # 5xx is retried (tests/test_summarizer_http.py)
     ("openai", lambda e: e.openai(""), "the summary is empty"),
     ("openai", lambda e: e.openai("Error generating summary: upstream timed out"), "is an error message"),
     ("openai", lambda e: e.openai(GOOD_NOTE, finish="length"), "cut off"),

@@ -7,7 +7,7 @@
 - ``openai`` posts to an OpenAI-compatible ``/chat/completions`` endpoint; ``anthropic`` to an
   Anthropic ``/v1/messages`` endpoint. Base URL, model (which may differ from the chat's) and the
   name of the environment variable holding the key are settings; HTTP goes through the
-  standard library with a timeout.
+  standard library with one deadline for the whole call (retries on 429/529/5xx included).
 
 Whatever writes it, a note is checked before it is used (``check``): an empty note, an error
 message in its place, a note cut off by its maker's output limit, or a note longer than what it
@@ -16,12 +16,18 @@ replaces is rejected with a one-line reason, and the transcript stays as it was.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
+import random
 import re
 import shlex
 import signal
+import socket
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -31,8 +37,10 @@ from lookout_cli.compaction import note as summary_note
 from lookout_cli.core.errors import masked, quoted
 from lookout_cli.formats.view import Item
 
-DEFAULT_TIMEOUT = 300.0
-DEFAULT_MAX_OUTPUT = 8_000
+DEFAULT_TIMEOUT = 300.0  # seconds for the whole call, retries included
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+RETRIES = 3
+RETRY_STATUSES = {429, 529}  # and any 5xx
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 DEFAULT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 ANTHROPIC_VERSION = "2023-06-01"
@@ -169,13 +177,15 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 class Http(Summarizer):
-    """A model behind an HTTP endpoint (stdlib urllib, JSON in and out)."""
+    """A model behind an HTTP endpoint (stdlib urllib, JSON in and out). The timeout is one
+    deadline for the whole call, retries included; 429, 529 and 5xx answers are retried with
+    backoff (honouring ``Retry-After``); an answer over ``MAX_ANSWER_BYTES`` is refused unread."""
 
     external = True
     provider = "openai"
 
     def __init__(self, model: str | None, base_url: str | None = None, key_env: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, max_output: int = DEFAULT_MAX_OUTPUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         if not model:
             raise SummaryFailed(f"the {self.provider} summarizer needs a model: --summary-model NAME "
                                 "or compaction.model")
@@ -183,7 +193,6 @@ class Http(Summarizer):
         self.base_url = (base_url or DEFAULT_URLS[self.provider]).rstrip("/")
         self.key_env = key_env or DEFAULT_KEYS[self.provider]
         self.timeout = timeout
-        self.max_output = max_output
         self.name = self.provider
 
     def describe(self) -> str:
@@ -193,33 +202,139 @@ class Http(Summarizer):
     def key(self) -> str | None:
         return os.environ.get(self.key_env) or None
 
+    def error_detail(self, payload: bytes) -> str:
+        """An error answer's message, without the key: an endpoint may echo it, and the secret
+        gate may not know its shape (hidden before the message is cut, which could split it)."""
+        text = payload.decode("utf-8", "replace")
+        if self.key:
+            text = text.replace(self.key, "[$" + self.key_env + "]")
+        return _error_detail(text.encode())
+
     def post(self, url: str, body: dict, headers: dict[str, str]) -> dict:
+        deadline = time.monotonic() + self.timeout
+        late = f"the {self.provider} endpoint {url} took longer than {self.timeout:g} s"
         data = json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc.read() if exc.fp else b"")
-            hint = f" (is ${self.key_env} set?)" if exc.code in (401, 403) else ""
-            raise SummaryFailed(f"{self.provider} endpoint {url} answered {exc.code}{hint}"
-                                + (f": {detail}" if detail else "")) from None
-        except urllib.error.URLError as exc:
-            raise SummaryFailed(f"cannot reach the {self.provider} endpoint {url}: {exc.reason}") from None
-        except TimeoutError:
-            raise SummaryFailed(f"the {self.provider} endpoint {url} took longer than {self.timeout:g} s") from None
-        except OSError as exc:
-            raise SummaryFailed(f"the {self.provider} endpoint {url} failed: {exc}") from None
+        for attempt in range(RETRIES + 1):
+            req = urllib.request.Request(url, data=data, method="POST",
+                                         headers={"Content-Type": "application/json", **headers})
+            try:
+                status, retry_after, payload = _call(req, deadline)
+            except _Late:
+                raise SummaryFailed(late) from None
+            except urllib.error.URLError as exc:
+                if time.monotonic() >= deadline:
+                    raise SummaryFailed(late) from None
+                raise SummaryFailed(f"cannot reach the {self.provider} endpoint {url}: {exc.reason}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                if time.monotonic() >= deadline or isinstance(exc, TimeoutError):
+                    raise SummaryFailed(late) from None
+                raise SummaryFailed(f"the {self.provider} endpoint {url} broke off its answer "
+                                    f"({type(exc).__name__})") from None
+            if status >= 400:
+                detail = self.error_detail(payload)
+                hint = f" (is ${self.key_env} set?)" if status in (401, 403) else ""
+                failure = (f"{self.provider} endpoint {url} answered {status}{hint}"
+                           + (f": {detail}" if detail else ""))
+                if status not in RETRY_STATUSES and status < 500 or attempt == RETRIES:
+                    raise SummaryFailed(failure)
+                wait = _retry_wait(retry_after, attempt)
+                if time.monotonic() + wait >= deadline:
+                    raise SummaryFailed(failure + f" (no time left for a retry within {self.timeout:g} s)")
+                time.sleep(wait)
+                continue
+            break
         try:
             value = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise SummaryFailed(f"the {self.provider} endpoint {url} did not answer JSON") from None
         if not isinstance(value, dict):
             raise SummaryFailed(f"the {self.provider} endpoint {url} answered {type(value).__name__}, not an object")
         if value.get("error"):
-            raise SummaryFailed(f"the {self.provider} endpoint answered an error: {_error_detail(payload)}")
+            raise SummaryFailed(f"the {self.provider} endpoint answered an error: {self.error_detail(payload)}")
         return value
+
+
+class _Late(Exception):
+    """The call's deadline passed while the answer was coming in."""
+
+
+def _call(req: urllib.request.Request, deadline: float) -> tuple[int, str | None, bytes]:
+    """The status, ``Retry-After`` and body of the answer to ``req``, read by ``deadline``: a
+    watchdog shuts the connection at the deadline, as a socket timeout alone restarts with every
+    byte a slow server sends."""
+    sockets: list[socket.socket] = []  # urllib lets go of the connection's once the headers are in
+
+    class Watched:
+        def do_open(self, http_class, req, **kwargs):
+            def connection(*args, **kw):
+                conn = http_class(*args, **kw)
+                connect = conn.connect
+
+                def watched_connect():
+                    connect()
+                    sockets.append(conn.sock)
+                conn.connect = watched_connect
+                return conn
+            return super().do_open(connection, req, **kwargs)
+
+    class WatchedHTTP(Watched, urllib.request.HTTPHandler):
+        pass
+
+    class WatchedHTTPS(Watched, urllib.request.HTTPSHandler):
+        pass
+
+    def cut() -> None:
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(max(deadline - time.monotonic(), 0), cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        opener = urllib.request.build_opener(WatchedHTTP, WatchedHTTPS)
+        try:
+            response = opener.open(req, timeout=max(deadline - time.monotonic(), 0.001))
+        except urllib.error.HTTPError as exc:
+            response = exc  # an error answer: its body says why
+        with response:
+            return response.getcode(), response.headers.get("Retry-After"), _read_capped(response, deadline)
+    except (OSError, http.client.HTTPException):
+        if time.monotonic() >= deadline:
+            raise _Late from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def _read_capped(response, deadline: float) -> bytes:
+    """The body, refused past ``MAX_ANSWER_BYTES`` (a note is tens of KB) without reading on."""
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise SummaryFailed(f"the endpoint's answer is {int(declared):,} bytes, over the {MAX_ANSWER_BYTES:,}-byte cap")
+    chunks, size = [], 0
+    while chunk := response.read(65_536):
+        if time.monotonic() >= deadline:
+            raise _Late
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise SummaryFailed(f"the endpoint's answer is over the {MAX_ANSWER_BYTES:,}-byte cap")
+        chunks.append(chunk)
+    if time.monotonic() >= deadline:
+        raise _Late
+    if declared and declared.isdigit() and size < int(declared):  # http.client lets a short body pass
+        raise http.client.IncompleteRead(b"", int(declared) - size)
+    return b"".join(chunks)
+
+
+def _retry_wait(retry_after: str | None, attempt: int) -> float:
+    """Seconds before retry ``attempt`` (0 first): what ``Retry-After`` asks, else exponential
+    backoff with jitter (0.5-1 s, 1-2 s, 2-4 s) so that clients do not retry in step."""
+    with contextlib.suppress(TypeError, ValueError):
+        seconds = float(retry_after)  # an HTTP date is rare from model APIs: back off instead
+        if 0 <= seconds < float("inf"):
+            return seconds
+    return random.uniform(0.5, 1.0) * 2 ** attempt
 
 
 def _error_detail(payload: bytes) -> str:
@@ -247,7 +362,7 @@ class OpenAI(Http):
         body = {
             "model": self.model,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt(request)}],
-            "max_tokens": self.max_output,
+            "max_tokens": max(request.budget, 1),  # the length the prompt asks for
         }
         value = self.post(self.base_url + "/chat/completions", body, headers)
         choices = value.get("choices")
@@ -259,7 +374,7 @@ class OpenAI(Http):
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         content = message.get("content")
         if isinstance(content, list):  # some gateways answer with parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
         return content if isinstance(content, str) else ""
 
 
@@ -274,20 +389,23 @@ class Anthropic(Http):
             headers["x-api-key"] = self.key
         body = {
             "model": self.model,
-            "max_tokens": self.max_output,
+            "max_tokens": max(request.budget, 1),  # the length the prompt asks for
             "system": SYSTEM_PROMPT,
             "messages": [{"role": "user", "content": prompt(request)}],
         }
         url = self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
         value = self.post(url, body, headers)
         if value.get("type") == "error":
-            raise SummaryFailed(f"the anthropic endpoint answered an error: {_error_detail(json.dumps(value).encode())}")
+            raise SummaryFailed(f"the anthropic endpoint answered an error: {self.error_detail(json.dumps(value).encode())}")
         if value.get("stop_reason") == "max_tokens":
             raise SummaryFailed("the summary was cut off at the model's output limit")
         content = value.get("content")
         if not isinstance(content, list):
             raise SummaryFailed("the anthropic endpoint's answer has no content")
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        if not all(isinstance(t, str) for t in texts):
+            raise SummaryFailed("the anthropic endpoint's answer has a text block without text")
+        return "".join(texts)
 
 
 class Prepared(Summarizer):
