@@ -68,10 +68,25 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         try:
-            module = importlib.import_module(f"lookout_cli.commands.{COMMANDS[name]}")
+            module = _import_holding_ctrl_c(f"lookout_cli.commands.{COMMANDS[name]}")
         except ModuleNotFoundError:
             return None
         return getattr(module, COMMANDS[name])
+
+
+def _import_holding_ctrl_c(name: str):
+    """Import a command's module with Ctrl-C held back and delivered right after: a
+    KeyboardInterrupt raised while a C extension initialises can crash the process (orjson
+    3.13: SIGSEGV). Only here, where the extensions first load: ``lookout --help`` loads none."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        return importlib.import_module(name)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return importlib.import_module(name)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS, epilog="""\b

@@ -508,14 +508,15 @@ class Run:
         no transcript lookout reads or not the ``--format`` asked for (a 0% meter would pass
         ``--fail-at`` in CI)."""
         sample = [r.data for r in records if r.data is not None]
-        detected = detect(records)
         if self.format_name:
             forced = load_adapter(self.format_name)
-            if sample and detected is not None and detected.name != forced.name \
-                    and not any(forced.sniff(obj) for obj in sample):
-                raise LookoutError(f"{self.file or 'standard input'} is not in the {forced.name} format: it looks like "
-                                   f"{detected.name} (drop --format, or use --format {detected.name})")
+            if sample and not any(forced.sniff(obj) for obj in sample):  # only then load every adapter
+                detected = detect(records)
+                if detected is not None and detected.name != forced.name:
+                    raise LookoutError(f"{self.file or 'standard input'} is not in the {forced.name} format: it looks "
+                                       f"like {detected.name} (drop --format, or use --format {detected.name})")
             return forced
+        detected = detect(records)
         if detected is None and records:
             looks = _looks_like(sample) if sample else f"none of its first {len(records):,} lines is a JSON object"
             raise LookoutError(f"{self.file or 'standard input'} is not a transcript lookout reads: {looks}; "
@@ -640,10 +641,10 @@ class Run:
 
     @staticmethod
     def _may_follow(transcript: Transcript) -> bool:
-        """Whether lines appended to the input can follow this run's output: in every format but
-        Claude Code's the file's order is the history; a Claude Code line names its parent, so
-        only when the output still ends with the input's last line."""
-        if transcript.format != "claude-code" or not transcript.original:
+        """Whether lines appended to the input can follow this run's output: where the file's
+        order is the history, always; where a line names its parent (``Adapter.linked``), only
+        when the output still ends with the input's last line."""
+        if transcript.adapter is None or not transcript.adapter.linked or not transcript.original:
             return True
         return bool(transcript.records) and transcript.records[-1].lineno == transcript.original[-1].lineno != 0
 

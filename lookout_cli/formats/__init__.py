@@ -148,6 +148,10 @@ class Adapter:
     # True when a lean view also keeps its lines' items in a line memo and takes them back from
     # it (``line_memo.LineMemo.begin``, ``items``, ``keep``)
     remembers_items = False
+    # True when a line names the line it follows (a parent id), so that lines appended to the
+    # file while a command worked continue from where they were written, not from the file's
+    # end: they can follow the command's output only when it still ends with the input's end
+    linked = False
 
     def node(self, obj: Any) -> Any:
         """What a lean transcript keeps of a line's parsed value (see ``lean``)."""

@@ -113,6 +113,7 @@ class Adapter(_Base):
 
     lean = True
     remembers_items = True
+    linked = True  # parentUuid
 
     def __init__(self) -> None:
         super().__init__()
