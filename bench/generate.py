@@ -5,6 +5,14 @@ test fixtures), cut into code, JSON tool output, shell output, prose and thinkin
 PNG images built here from seeded noise. The same seed and the same repository give the
 same bytes; every file's sha256 is recorded next to it (``MANIFEST.json``).
 
+Two shapes (``--shape``). ``real``, the default of the command line and the runner, is fitted
+to the real sessions in ../shared/transcripts (BENCHMARKS.md has the figures): Claude Code
+lines of about 1 KB at the median, 2.5-3 KB at p90 and 1.6-1.8 KB on average, mostly one tool
+call a response with short results, thinking in a quarter of the responses, subagents (Task)
+writing sidechain lines into the file, an image now and then. ``generated``, the first shape
+(and ``generate()``'s default, which the tests were written against), has long tool outputs
+(5 KB lines on average), many progress lines and no subagents.
+
 One abstract session (turns of a prompt, thinking, replies, tool calls and their results,
 progress events, now and then an image) is written out in each writable format:
 claude-code (split assistant lines sharing ``message.id``, ``toolUseResult`` duplicates,
@@ -12,6 +20,7 @@ small ``progress`` lines), codex (a rollout with reasoning, function calls and t
 events), openai and anthropic (one message per line).
 
     python -m bench.generate --size 10 --format claude-code --out bench/out
+    python -m bench.generate --size 100 --format claude-code --shape generated
 """
 
 from __future__ import annotations
@@ -178,6 +187,62 @@ class Maker:
             name, (args, out) = "Edit", self.edit_input()
         return name, args, out
 
+    # --- the real shape (measured on real Claude Code and Codex sessions, see BENCHMARKS.md) ---
+    def small_output(self) -> str:
+        """A tool result as real ones run: most a line or a few (p50 about 160 characters), a
+        tenth over 1.5 KB, now and then a long one."""
+        x = self.r.random()
+        if x < 0.4:
+            return self.prose(20, 240)
+        if x < 0.76:
+            _, chunk = self.code(2, 25)
+            return "\n".join(chunk)
+        _, chunk = self.code(40, self.r.choice((60, 120, 400)))
+        return "\n".join(chunk)
+
+    def todos(self) -> dict:
+        return {"todos": [{"content": self.prose(20, 80), "status": self.r.choice(("pending", "in_progress", "completed")),
+                           "activeForm": self.prose(15, 60)} for _ in range(self.r.randint(2, 7))]}
+
+    def real_tool(self) -> tuple[str, dict, str, object]:
+        """(name, input, output, toolUseResult) in the mix of tools a real session calls."""
+        x = self.r.random()
+        if x < 0.37:
+            cmd = self.r.choice(("npm run build", "git status", "ls -la", "python -m pytest -q", "cat package.json"))
+            args = {"command": cmd + " " + self.prose(0, 120).split("\n")[0], "description": self.prose(10, 60)}
+            out = self.small_output()
+            return "Bash", args, out, {"stdout": out, "stderr": "", "interrupted": False, "isImage": False}
+        if x < 0.54:
+            name, chunk = self.code(3, self.r.choice((15, 40, 120)))
+            first = self.r.randint(1, 300)
+            out = "\n".join(f"{first + i:6}\u2192{line}" for i, line in enumerate(chunk))
+            path = "/w/app/" + name
+            return "Read", {"file_path": path}, out, {"type": "text", "file": {
+                "filePath": path, "content": "\n".join(chunk), "numLines": len(chunk), "startLine": first,
+                "totalLines": first + len(chunk)}}
+        if x < 0.81:
+            name, old = self.code(1, 30)
+            _, new = self.code(1, self.r.choice((10, 40, 120)))
+            path = "/w/app/" + name
+            if self.r.random() < 0.5:
+                args = {"file_path": path, "content": "\n".join(new)}
+                tool = "Write"
+            else:
+                args = {"file_path": path, "old_string": "\n".join(old), "new_string": "\n".join(new)}
+                tool = "Edit"
+            out = f"The file {path} has been updated."
+            return tool, args, out, {"type": "update", "filePath": path, "content": "\n".join(new[:8]),
+                                     "structuredPatch": []}
+        if x < 0.92:
+            args = self.todos()
+            out = "Todos have been modified successfully. Ensure that you continue to use the todo list."
+            return "TodoWrite", args, out, {"oldTodos": [], "newTodos": args["todos"]}
+        name, args = ("Grep", {"pattern": self.r.choice(self.c.words), "path": "/w/app"}) if x < 0.97 else \
+            ("Glob", {"pattern": "**/*." + self.r.choice(("py", "ts", "tsx", "md"))})
+        files = [self.r.choice(self.c.paths) for _ in range(self.r.randint(1, 12))]
+        return name, args, "\n".join(files), {"filenames": files, "durationMs": self.r.randint(1, 90),
+                                              "numFiles": len(files), "truncated": False}
+
     def png(self) -> tuple[int, int, str]:
         """A real PNG of seeded noise (the header carries the size; the body is incompressible)."""
         w, h = self.r.choice(((1280, 800), (1920, 1080), (800, 600), (2560, 1440)))
@@ -194,9 +259,21 @@ class Maker:
 
 # --- the abstract session ----------------------------------------------------------------
 
-def session(rng: random.Random, corpus: Corpus):
-    """Yield events forever: ('prompt', text, image|None) and ('step', thinking, text, calls)
-    where calls is a list of (id, name, args, output, image|None); plus ('progress', n)."""
+SHAPES = ("real", "generated")
+
+
+def session(rng: random.Random, corpus: Corpus, shape: str = "real"):
+    """Yield events forever: ('prompt', text, image|None) and ('step', thinking, text, calls, side)
+    where calls is a list of (id, name, args, output, image|None, toolUseResult|None) and side
+    the steps of a subagent the step's Task call ran (or None); plus ('progress', n)."""
+    if shape == "generated":
+        yield from _session_generated(rng, corpus)
+    else:
+        yield from _session_real(rng, corpus)
+
+
+def _session_generated(rng: random.Random, corpus: Corpus):
+    """The first shape: long tool outputs (lines average 5 KB), many progress lines, no subagents."""
     mk = Maker(rng, corpus)
     while True:
         image = mk.png() if rng.random() < 0.02 else None
@@ -208,12 +285,49 @@ def session(rng: random.Random, corpus: Corpus):
             for _ in range(rng.choice((0, 1, 1, 1, 2, 3))):
                 name, args, out = mk.tool()
                 img = mk.png() if name == "Read" and rng.random() < 0.004 else None
-                calls.append((f"toolu_{rng.getrandbits(96):024x}", name, args, out, img))
-            yield ("step", thinking, text, calls)
+                calls.append((f"toolu_{rng.getrandbits(96):024x}", name, args, out, img, None))
+            yield ("step", thinking, text, calls, None)
             for _ in range(rng.choice((0, 1, 2, 4, 8, 14))):
                 yield ("progress", rng.randint(0, 10**6))
             if not calls:
                 break
+
+
+def _real_steps(rng: random.Random, mk: Maker, depth: int):
+    """One agent's turn as real sessions have it: mostly one tool call a response, a short text
+    now and then, thinking in a quarter of them, a subagent (Task) in a few."""
+    for _ in range(rng.choice((2, 4, 8, 15, 30))):
+        thinking = mk.prose(60, 1500) if rng.random() < 0.25 else None
+        text = mk.prose(30, 260) if rng.random() < 0.45 else None
+        calls, side = [], None
+        if depth == 0 and rng.random() < 0.08:
+            cid = f"toolu_{rng.getrandbits(96):024x}"
+            prompt = mk.prose(200, 900)
+            side = [("prompt", prompt, None), *_real_steps(rng, mk, 1)]
+            out = mk.prose(200, 1500)
+            calls.append((cid, "Task", {"description": mk.prose(10, 40), "prompt": prompt,
+                                        "subagent_type": "general-purpose"}, out, None,
+                          {"content": [{"type": "text", "text": out}], "totalDurationMs": rng.randint(10**4, 10**6),
+                           "totalTokens": rng.randint(10**4, 10**5), "totalToolUseCount": len(side)}))
+        else:
+            for _ in range(rng.choice((0, 1, 1, 1, 1, 1, 1, 2))):
+                name, args, out, tur = mk.real_tool()
+                img = mk.png() if name == "Read" and rng.random() < 0.01 else None
+                calls.append((f"toolu_{rng.getrandbits(96):024x}", name, args, out, img, tur))
+        yield ("step", thinking, text, calls, side)
+        if rng.random() < 0.15:
+            yield ("progress", rng.randint(0, 10**6))
+        if not calls:
+            return
+
+
+def _session_real(rng: random.Random, corpus: Corpus):
+    mk = Maker(rng, corpus)
+    while True:
+        image = mk.png() if rng.random() < 0.01 else None
+        yield ("prompt", mk.prose(20, 700), image)
+        yield from _real_steps(rng, mk, 0)
+        yield ("step", None, mk.prose(40, 600), [], None)  # the turn's last reply
 
 
 def _dumps(obj) -> bytes:
@@ -223,8 +337,10 @@ def _dumps(obj) -> bytes:
 # --- writers -----------------------------------------------------------------------------
 
 class ClaudeWriter:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, shape: str = "real"):
         self.r = rng
+        self.shape = shape
+        self.sidechain = False
         self.session = str(uuid.UUID(int=rng.getrandbits(128)))
         self.parent = None
         self.t = 1_760_000_000.0
@@ -240,7 +356,7 @@ class ClaudeWriter:
 
     def _line(self, kind: str, message: dict, **extra) -> bytes:
         u = self._uuid()
-        obj = {"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": "/w/app",
+        obj = {"parentUuid": self.parent, "isSidechain": self.sidechain, "userType": "external", "cwd": "/w/app",
                "sessionId": self.session, "version": "2.0.14", "gitBranch": "main", "type": kind,
                "message": message, **extra, "uuid": u, "timestamp": self._ts()}
         self.parent = u
@@ -257,13 +373,13 @@ class ClaudeWriter:
             self.context += len(text) // 3
             return self._line("user", {"role": "user", "content": content if image else text})
         if kind == "progress":
-            obj = {"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": "/w/app",
+            obj = {"parentUuid": self.parent, "isSidechain": self.sidechain, "userType": "external", "cwd": "/w/app",
                    "sessionId": self.session, "version": "2.0.14", "gitBranch": "main", "type": "progress",
                    "data": {"type": "hook_progress", "hookEvent": "PostToolUse", "hookName": "PostToolUse:Bash",
                             "command": "true", "elapsed": ev[1]},
                    "toolUseID": f"toolu_{ev[1]:024x}", "uuid": self._uuid(), "timestamp": self._ts()}
             return _dumps(obj)
-        _, thinking, text, calls = ev
+        _, thinking, text, calls, side = ev
         msg_id = f"msg_{self.r.getrandbits(96):024x}"
         req = f"req_{self.r.getrandbits(96):024x}"
         blocks = []
@@ -272,7 +388,7 @@ class ClaudeWriter:
                            "signature": base64.b64encode(self.r.randbytes(120)).decode()})
         if text:
             blocks.append({"type": "text", "text": text})
-        for cid, name, args, _, _ in calls:
+        for cid, name, args, *_ in calls:
             blocks.append({"type": "tool_use", "id": cid, "name": name, "input": args})
         if not blocks:
             blocks.append({"type": "text", "text": "Done."})
@@ -280,20 +396,27 @@ class ClaudeWriter:
         usage = {"input_tokens": self.r.randint(1, 9), "cache_creation_input_tokens": new + 50,
                  "cache_read_input_tokens": self.context, "output_tokens": new + self.r.randint(5, 300),
                  "service_tier": "standard"}
+        if self.shape == "real":
+            usage["cache_creation"] = {"ephemeral_5m_input_tokens": new + 50, "ephemeral_1h_input_tokens": 0}
         self.context += new + 50
         out = b""
         for b in blocks:  # Claude Code writes one line per content block
             message = {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
                        "content": [b], "stop_reason": None, "stop_sequence": None, "usage": usage}
             out += self._line("assistant", message, requestId=req)
-        for cid, name, _, output, img in calls:
+        if side:  # a subagent's lines sit between its Task call and the call's result
+            parent, context, self.parent, self.sidechain = self.parent, self.context, None, True
+            for sub in side:
+                out += self.event(sub)
+            self.parent, self.context, self.sidechain = parent, context, False
+        for cid, name, _, output, img, tur in calls:
             content = [{"type": "text", "text": output}]
             if img:
                 content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": img[2]}})
             self.context += len(output) // 3
             out += self._line("user", {"role": "user", "content": [
                 {"tool_use_id": cid, "type": "tool_result", "content": content if img else output}]},
-                toolUseResult={"stdout": output, "stderr": "", "interrupted": False, "isImage": bool(img)})
+                toolUseResult=tur or {"stdout": output, "stderr": "", "interrupted": False, "isImage": bool(img)})
         return out
 
 
@@ -337,7 +460,7 @@ class CodexWriter:
             out += self._rec("response_item", {"type": "message", "role": "user", "content": content})
             out += self._rec("event_msg", {"type": "user_message", "message": text, "images": []})
             return out
-        _, thinking, text, calls = ev
+        _, thinking, text, calls, _side = ev  # a subagent writes its own file in these formats
         if thinking:
             out += self._rec("response_item", {"type": "reasoning", "summary": [
                 {"type": "summary_text", "text": thinking[:400]}], "content": None,
@@ -346,7 +469,7 @@ class CodexWriter:
             out += self._rec("response_item", {"type": "message", "role": "assistant",
                                                "content": [{"type": "output_text", "text": text}]})
         new = len(text or "") // 3 + len(thinking or "") // 3
-        for cid, name, args, output, _ in calls:
+        for cid, name, args, output, *_ in calls:
             out += self._rec("response_item", {"type": "function_call", "name": "shell",
                                                "arguments": json.dumps({"command": ["bash", "-lc", name + " " + json.dumps(args)]}),
                                                "call_id": "call_" + cid[6:]})
@@ -394,15 +517,15 @@ class MessageListWriter:
                 parts = [{"type": "text", "text": text},
                          {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": image[2]}}]
             return out + _dumps({"role": "user", "content": parts})
-        _, thinking, text, calls = ev
+        _, thinking, text, calls, _side = ev  # a subagent writes its own file in these formats
         if openai:
             msg = {"role": "assistant", "content": text}
             if calls:
                 msg["tool_calls"] = [{"id": "call_" + cid[6:], "type": "function",
                                       "function": {"name": name, "arguments": json.dumps(args)}}
-                                     for cid, name, args, _, _ in calls]
+                                     for cid, name, args, *_ in calls]
             out += _dumps(msg)
-            for cid, _, _, output, _ in calls:
+            for cid, _, _, output, *_ in calls:
                 out += _dumps({"role": "tool", "tool_call_id": "call_" + cid[6:], "content": output})
             return out
         blocks = []
@@ -411,18 +534,18 @@ class MessageListWriter:
                            "signature": base64.b64encode(self.r.randbytes(120)).decode()})
         if text:
             blocks.append({"type": "text", "text": text})
-        for cid, name, args, _, _ in calls:
+        for cid, name, args, *_ in calls:
             blocks.append({"type": "tool_use", "id": cid, "name": name, "input": args})
         out += _dumps({"role": "assistant", "content": blocks or [{"type": "text", "text": "Done."}]})
         if calls:
             out += _dumps({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": cid, "content": output} for cid, _, _, output, _ in calls]})
+                {"type": "tool_result", "tool_use_id": cid, "content": output} for cid, _, _, output, *_ in calls]})
         return out
 
 
-def writer_for(fmt: str, rng: random.Random):
+def writer_for(fmt: str, rng: random.Random, shape: str = "real"):
     if fmt == "claude-code":
-        return ClaudeWriter(rng)
+        return ClaudeWriter(rng, shape)
     if fmt == "codex":
         return CodexWriter(rng)
     if fmt in ("openai", "anthropic"):
@@ -430,18 +553,21 @@ def writer_for(fmt: str, rng: random.Random):
     raise SystemExit(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
 
 
-def generate(path: Path, fmt: str, size_mb: float, seed: int = SEED, corpus: Corpus | None = None) -> dict:
-    """Write a transcript of about ``size_mb`` MB (it ends on a whole step); return its facts."""
+def generate(path: Path, fmt: str, size_mb: float, seed: int = SEED, corpus: Corpus | None = None,
+             shape: str = "generated") -> dict:
+    """Write a transcript of about ``size_mb`` MB (it ends on a whole step) in one of SHAPES; return
+    its facts. The command line and the runner make the real shape unless told otherwise; called
+    from Python the default is the first shape, the one the tests' expectations were set on."""
     corpus = corpus or Corpus()
     content_rng = random.Random(seed)
-    w = writer_for(fmt, random.Random(seed + 1))
+    w = writer_for(fmt, random.Random(seed + 1), shape)
     target = int(size_mb * MB)
     digest = hashlib.sha256()
     n = lines = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".part")
     with open(tmp, "wb", buffering=1 << 20) as fh:
-        for ev in session(content_rng, corpus):
+        for ev in session(content_rng, corpus, shape):
             data = w.event(ev)
             if data:
                 fh.write(data)
@@ -451,7 +577,36 @@ def generate(path: Path, fmt: str, size_mb: float, seed: int = SEED, corpus: Cor
             if n >= target and ev[0] == "step" and not ev[3]:
                 break
     tmp.replace(path)
-    return {"file": path.name, "format": fmt, "bytes": n, "lines": lines, "sha256": digest.hexdigest(), "seed": seed}
+    return {"file": path.name, "format": fmt, "shape": shape, "bytes": n, "lines": lines, "sha256": digest.hexdigest(), "seed": seed}
+
+
+def file_name(fmt: str, size: float, shape: str = "real") -> str:
+    return f"{fmt}{'' if shape == 'real' else '-' + shape}_{size:g}mb.jsonl"
+
+
+def shape_of(path: Path) -> dict:
+    """Line sizes (p50, p90, mean, max) and shares of a Claude Code or Codex file, the figures the
+    real shape was fitted to (BENCHMARKS.md)."""
+    sizes, kinds = [], {}
+    with open(path, "rb") as fh:
+        for line in fh:
+            sizes.append(len(line))
+            obj = json.loads(line)
+            kind = obj.get("type")
+            if kind in ("user", "assistant") and isinstance(obj.get("message"), dict):
+                content = obj["message"].get("content")
+                blocks = [b.get("type") for b in content] if isinstance(content, list) else ["prompt"]
+                kind = ",".join(sorted(set(blocks))) + (" sidechain" if obj.get("isSidechain") else "")
+            elif kind == "response_item":
+                kind = obj["payload"].get("type")
+            elif kind == "event_msg":
+                kind = obj["payload"].get("type")
+            kinds[kind] = kinds.get(kind, 0) + len(line)
+    sizes.sort()
+    total = sum(sizes)
+    return {"lines": len(sizes), "bytes": total, "p50": sizes[len(sizes) // 2], "p90": sizes[int(len(sizes) * 0.9)],
+            "mean": round(total / max(1, len(sizes))), "max": sizes[-1] if sizes else 0,
+            "byte_shares": {k: round(v / total, 3) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,6 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", action="append", choices=FORMATS, help="repeatable; default all writable formats")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--shape", choices=SHAPES, default="real",
+                    help="real: measured on real sessions (default); generated: the first, long-output shape")
     args = ap.parse_args(argv)
     out = Path(args.out)
     corpus = Corpus()
@@ -467,8 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for fmt in args.format or FORMATS:
         for size in args.size or (1, 10, 100):
-            p = out / f"{fmt}_{size:g}mb.jsonl"
-            facts = generate(p, fmt, size, args.seed, corpus)
+            p = out / file_name(fmt, size, args.shape)
+            facts = generate(p, fmt, size, args.seed, corpus, args.shape)
             manifest[p.name] = facts
             print(f"{p}  {facts['bytes']:,} B  {facts['lines']:,} lines  sha256 {facts['sha256'][:16]}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)

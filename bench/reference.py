@@ -5,13 +5,15 @@
     python -m bench.reference usage    < FILE   # usage figures only: lines with "usage", deduplicated
     python -m bench.reference tail FILE         # tail-only state: parse only lines appended since the last run
     python -m bench.reference cached FILE       # every line, counts from the sqlite block cache (warm after one run)
+    python -m bench.reference report DIR...     # usage only over every *.jsonl under DIR, summed (lookout report)
 
 The walk counts what lookout's views count as text, with the same conventions (a tool call
 is its name followed by its compact JSON input; a tool result's text parts are joined by a
 newline; base64 images are never tokenized), so exact counts can be compared. It does not
-build a chain, deduplicate split lines or skip sidechains: the generated transcripts have
-none of those. It imports nothing from lookout except the shipped rank files, loaded the
-way lookout must load them (no network).
+build a chain or deduplicate split lines (the generated transcripts need neither); it skips
+a Claude Code line marked ``isSidechain`` (a subagent's, which the real shape has). It
+imports nothing from lookout except the shipped rank files, loaded the way lookout must load
+them (no network).
 
 Prints one JSON line to stdout: {"tokens": N, "blocks": N, "chars": N, ...}.
 """
@@ -50,6 +52,8 @@ def texts(obj) -> list[str]:
         return out
     kind = obj.get("type")
     if kind in ("user", "assistant") and isinstance(obj.get("message"), dict):  # claude-code
+        if obj.get("isSidechain") is True:  # a subagent's lines: not in the main context
+            return out
         content = obj["message"].get("content")
     elif kind == "response_item":  # codex
         p = obj.get("payload") or {}
@@ -185,9 +189,33 @@ def pass_usage(stream) -> dict:
     return totals
 
 
+def pass_report(roots: list[str]) -> dict:
+    """``pass_usage`` over every ``*.jsonl`` file under ``roots``, one after the other in this
+    process: the files opened and read line by line, the lines that record usage parsed with
+    orjson and summed (a Claude Code response once per message and request id)."""
+    import os
+
+    totals: dict[str, int] = {}
+    files = 0
+    for root in roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                if not name.endswith(".jsonl"):
+                    continue
+                files += 1
+                with open(os.path.join(folder, name), "rb") as stream:
+                    for key, value in pass_usage(stream).items():
+                        totals[key] = totals.get(key, 0) + value
+    totals["files"] = files
+    return totals
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     mode = argv[0] if argv else "measure"
+    if mode == "report":
+        sys.stdout.write(orjson.dumps(pass_report(argv[1:])).decode() + "\n")
+        return 0
     if mode == "tail":
         sys.stdout.write(orjson.dumps(pass_tail(argv[1])).decode() + "\n")
         return 0

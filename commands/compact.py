@@ -29,18 +29,33 @@ Stages, in order (--stage runs the ones named, now):
              the budget (a step's calls share a third), keeps its beginning and end
   summarize  older turns become one note (goal, the user's messages word for word,
              progress, decisions, files, commands, errors, next steps); the last
-             tail_turns (2) turns within preserve_recent_tokens (8,000) stay as they are
+             tail_turns (2) turns within preserve_recent_tokens (8,000) stay as they are;
+             one long turn (a request, then many tool calls) splits inside on a step
+             boundary: the request word for word, a note of the steps since, the last
+             steps within preserve_recent_tokens with their output
   shorten    still over 85%: clear read output in the kept turns, then shorten unread
              output, largest first, keeping its beginning and end
-  truncate   the last resort (--on-failure truncate): drop the oldest whole turns
+  truncate   the last resort (--on-failure truncate): drop the oldest whole turns,
+             or the oldest steps of one long turn (pairs together), until it fits
+
+\b
+An automatic run starts at the threshold and lands at the target (target_percent,
+40% of the budget: Claude Code and Codex resume from their summaries at 10-25% of the
+window, Cline aims at 0.7 of its trigger): clearing that would stop above the target
+summarizes instead, so the next compaction is far away. When even the summary, the
+request and the last step do not fit the budget, compact writes nothing over it: it
+exits 2 with "context window exceeded by N tokens" (the input passes through unchanged).
 
 \b
 Summarizers: embedded (default; built from the transcript, no network), command:'CMD'
 (prompt on standard input, note on standard output), openai and anthropic (an
 OpenAI-compatible or Anthropic endpoint: --summary-url, --summary-model, the key in
-$OPENAI_API_KEY / $ANTHROPIC_API_KEY or --summary-key-env). An empty, failed, cut-off or
-longer-than-the-original summary is refused: the transcript passes through unchanged and
-compact exits 2 (or drops the oldest turns with --on-failure truncate).
+$OPENAI_API_KEY / $ANTHROPIC_API_KEY or --summary-key-env). A model gets a prompt that fits
+its window, in parts that each update the summary so far when the conversation is larger, and
+is asked once more for errors and tool-output facts its note left out. An empty, failed,
+cut-off or longer-than-the-original summary is refused: the transcript passes through
+unchanged and compact exits 2 (or drops the oldest turns with --on-failure truncate). A note
+holding orders to the agent (prompt injection carried over from the transcript) is flagged.
 
 \b
 Reads the whole transcript (the split needs every turn). When the turns a summary replaces
@@ -49,9 +64,11 @@ characters sampled evenly across them (within about 1%; the figures then say "ab
 --tokenize-all counts them all. Cleared output, removed lines and the full pre-summary
 conversation are saved first; placeholders name the files, and `lookout restore` puts
 cleared output back. A second run with the same settings changes nothing. Config keys:
-compaction.auto, compaction.threshold_percent, compaction.prune, compaction.tail_turns,
+compaction.auto, compaction.threshold_percent, compaction.target_percent (40),
+compaction.prune, compaction.tail_turns,
 compaction.preserve_recent_tokens, compaction.reserved, compaction.model,
 compaction.summarizer, compaction.base_url, compaction.api_key_env, compaction.timeout,
+compaction.summary_context_window (the summary model's window, when the models file lacks it),
 compaction.on_failure, compaction.summary_tokens (20,000), compaction.prune_protect_tokens
 (40,000), compaction.prune_minimum_tokens (20,000), compaction.tokenize_all,
 compaction.jobs (1), max_tool_output_chars.
@@ -84,6 +101,9 @@ error, including a refused summary or a result that would leave a call without i
               help="When no usable summary comes back: stop (exit 2) or drop the oldest turns [default: stop].")
 @click.option("--threshold-percent", type=click.FloatRange(0, 100, min_open=True), metavar="PCT",
               help="Compaction is due at this share of the budget [config: compaction.threshold_percent].")
+@click.option("--target-percent", type=click.FloatRange(0, 100, min_open=True), metavar="PCT",
+              help="Where a compaction aims to land, as a share of the budget [default: 40; "
+              "config: compaction.target_percent].")
 @click.option("--reserved", type=click.IntRange(0), metavar="TOKENS",
               help="Tokens kept free for the reply [config: compaction.reserved].")
 @click.option("--tail-turns", type=click.IntRange(1), metavar="N",
@@ -103,7 +123,8 @@ error, including a refused summary or a result that would leave a call without i
               "default: 1].")
 @filter_options(side_effects=True)
 def compact(run: Run, force, budget, model_name, stages, instructions, summarizer, summary_model, summary_url,
-            summary_key_env, summary_timeout, summary_file, on_failure, threshold_percent, reserved, tail_turns,
+            summary_key_env, summary_timeout, summary_file, on_failure, threshold_percent, target_percent, reserved,
+            tail_turns,
             preserve_recent_tokens, max_tool_output_chars, prune, estimate, tokenize_all, now_text, jobs) -> None:
     """Make room in the context: prune, clamp, summarize, shorten, and truncate as a last resort.
 
@@ -124,7 +145,8 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
             raise click.UsageError(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
     options = options_from_run(run, force=force, stages=tuple(stages) or None, instructions=instructions,
                                on_failure=on_failure, model_name=model_name, budget=budget,
-                               threshold_percent=threshold_percent, reserved=reserved, prune=prune,
+                               threshold_percent=threshold_percent, target_percent=target_percent,
+                               reserved=reserved, prune=prune,
                                tail_turns=tail_turns, preserve_recent_tokens=preserve_recent_tokens,
                                max_tool_output_chars=max_tool_output_chars, estimate=estimate,
                                tokenize_all=tokenize_all, now=now, jobs=jobs)
@@ -135,7 +157,8 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
                                   run.setting("compaction.model", summary_model),
                                   run.setting("compaction.base_url", summary_url),
                                   run.setting("compaction.api_key_env", summary_key_env),
-                                  run.setting("compaction.timeout", summary_timeout))
+                                  run.setting("compaction.timeout", summary_timeout),
+                                  run.setting("compaction.summary_context_window", None))
     except summarizers.SummaryFailed as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -160,7 +183,12 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
         run.finish(transcript, {"command": "compact", "changed": False}, changes=0)  # the input, untouched
         raise
     started = ready.source if ready is not None and result.summary is not None and summary_file is None else None
-    run.finish(transcript, result.report(), changes=1 if result.changed else 0,
+    report = result.report()
+    if report["summary"] is not None:  # orders to the agent in the note: prompt injection carried over
+        from lookout_cli.compaction.note_facts import suspicious
+
+        report["summary"]["suspicious"] = suspicious(result.summary)
+    run.finish(transcript, report, changes=1 if result.changed else 0,
                tell=lambda: _tell(run, result, started))
 
 
@@ -176,6 +204,11 @@ def _tell(run: Run, result, started: str | None) -> None:
     if result.changed or run.dry_run:
         for line in compactor.plan_lines(result, run.dry_run):
             run.say(line)
+    if result.summary:
+        from lookout_cli.compaction.note_facts import suspicious
+
+        for line in suspicious(result.summary):
+            run.warn(f"the summary gives the agent orders (prompt injection?): {line!r}")
     if result.missing is not None and len(result.missing):
         lost = result.missing.all()
         shown = "; ".join(f"{kind} {text[:60]!r}" for kind, text in lost[:3])
@@ -193,21 +226,16 @@ def _tell(run: Run, result, started: str | None) -> None:
 
 
 def options_from_run(run: Run, *, force: bool = False, stages=None, instructions=None, on_failure=None,
-                     model_name=None, budget=None, threshold_percent=None, reserved=None, prune=None,
+                     model_name=None, budget=None, threshold_percent=None, target_percent=None, reserved=None,
+                     prune=None,
                      tail_turns=None, preserve_recent_tokens=None, max_tool_output_chars=None,
                      estimate: bool = False, tokenize_all=None, now=None, jobs=None):
     """The compaction options from flags (None: not given), the config file and the defaults.
     prepare-idle builds its options here too, so both commands read the same keys."""
     from lookout_cli.compaction import engine as compactor
 
-    threshold = run.setting("compaction.threshold_percent", threshold_percent)
-    if threshold is not None:
-        from lookout_cli.core.units import parse_percent
-
-        try:
-            threshold = parse_percent(threshold)
-        except LookoutError as exc:
-            raise LookoutError(f"compaction.threshold_percent: {exc}") from None
+    threshold = _percent(run, "compaction.threshold_percent", threshold_percent)
+    target = _percent(run, "compaction.target_percent", target_percent)
     return compactor.Options(
         force=force,
         stages=stages,
@@ -217,6 +245,7 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
         model=run.setting("model", model_name),
         budget=run.setting("budget", budget),
         threshold_percent=threshold,
+        target_percent=compactor.TARGET_PERCENT if target is None else target,
         reserved=run.setting("compaction.reserved", reserved),
         prune=run.flag("compaction.prune", prune, True),
         tail_turns=run.number("compaction.tail_turns", tail_turns, 2, int),
@@ -232,3 +261,14 @@ def options_from_run(run: Run, *, force: bool = False, stages=None, instructions
         models_config=run.setting("models", None, None),
         dry_run=run.dry_run,
     )
+
+
+def _percent(run: Run, key: str, flag) -> float | None:
+    """A percentage setting (flag, else config), None when unset; an error names ``key``."""
+    from lookout_cli.core.units import parse_percent
+
+    value = run.setting(key, flag)
+    try:
+        return None if value is None else parse_percent(value)
+    except LookoutError as exc:
+        raise LookoutError(f"{key}: {exc}") from None

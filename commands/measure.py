@@ -14,6 +14,7 @@ from lookout_cli.core import progress
 from lookout_cli.core.errors import CheckFailed, LookoutError
 from lookout_cli.core.term import wants_color
 from lookout_cli.core.times import parse_time
+from lookout_cli.core.units import setting_number
 from lookout_cli.formats import Transcript
 from lookout_cli.meter import replay
 from lookout_cli.meter import snapshot as meter_snapshot
@@ -311,18 +312,9 @@ def settings_for(run: Run, model_name, budget, estimate, system_file, tools_file
         setup_files={"system": system_file, "tools": tools_file, "rules": rules_file, "skills": skills_file},
         discover_rules=not no_discover,
         now=now,
-        amber=_number(run.setting("meter.amber", amber), "meter.amber"),
-        red=_number(run.setting("meter.red", red), "meter.red"),
+        amber=setting_number(run.setting("meter.amber", amber), "meter.amber"),
+        red=setting_number(run.setting("meter.red", red), "meter.red"),
         models_config=run.setting("models", None, None),
-        threshold_percent=_number(run.setting("compaction.threshold_percent", None), "compaction.threshold_percent"),
-        reserved=_number(run.setting("compaction.reserved", None), "compaction.reserved"),
+        threshold_percent=setting_number(run.setting("compaction.threshold_percent", None), "compaction.threshold_percent"),
+        reserved=setting_number(run.setting("compaction.reserved", None), "compaction.reserved"),
     )
-
-
-def _number(value, key: str):
-    if value is None or isinstance(value, (int, float)):
-        return value
-    try:
-        return float(str(value).strip().removesuffix("%"))
-    except ValueError:
-        raise LookoutError(f"{key}: {value!r} is not a number") from None

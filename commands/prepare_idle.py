@@ -432,7 +432,8 @@ class _Idle:
                                     run.setting("compaction.model", f.get("summary_model")),
                                     run.setting("compaction.base_url", f.get("summary_url")),
                                     run.setting("compaction.api_key_env", f.get("summary_key_env")),
-                                    run.setting("compaction.timeout", f.get("summary_timeout")))
+                                    run.setting("compaction.timeout", f.get("summary_timeout")),
+                                    run.setting("compaction.summary_context_window", None))
         except summarizers.SummaryFailed as exc:
             raise click.UsageError(str(exc)) from None
 

@@ -13,6 +13,18 @@ def main() -> None:
         status = replay(sys.argv[1:])
         if status is not None:
             sys.exit(status)
+        if sys.argv[1:2] == ["statusline"]:  # runs after every agent message: no click
+            from lookout_cli.agents.status import main as status_line
+
+            status = status_line(sys.argv[2:])
+            if status is not None:
+                sys.exit(status)
+        if sys.argv[1:2] == ["hook"]:  # runs on every prompt: click only for what needs it
+            from lookout_cli.agents.hooks import main as hook
+
+            status = hook(sys.argv[2:])
+            if status is not None:
+                sys.exit(status)
         from lookout_cli.cli import main as run
 
         run()

@@ -22,6 +22,9 @@ COMMANDS = {
     "memory": "memory",
     "prepare-idle": "prepare_idle",
     "restore": "restore",
+    "report": "report",
+    "hook": "hook",
+    "statusline": "statusline",
 }
 
 # What ``lookout --help`` lists, without importing every command (that alone took ~0.1 s).
@@ -34,6 +37,9 @@ SUMMARIES = {
     "memory": "Keep memories between chats, as Markdown, per scope.",
     "prepare-idle": "Before a quiet chat's prompt cache runs out, summarize it while reading it is still cheap.",
     "restore": "Put cleared tool output, images and dropped turns back from the saved files.",
+    "report": "Usage, cost and context health of every session: by session, day, project or model.",
+    "hook": "Answer a running agent's hook event: memory, compaction, notes and meter warnings.",
+    "statusline": "Print the context meter in one line from a status-line JSON or a transcript.",
 }
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

@@ -93,6 +93,12 @@ def _summarizer(value: Any) -> None:
         raise ValueError(f"unknown summarizer {quoted(value)} (use embedded, command:'CMD', openai or anthropic)")
 
 
+def _window(value: Any) -> None:
+    """A model's context window: tokens (128k, 1M), at least 4,000 (a prompt and a note)."""
+    if parse_size(value) < 4_000:
+        raise ValueError(f"a summary model's window must be 4,000 tokens or more, got {quoted(value)}")
+
+
 def _daily_resets(value: Any) -> None:
     """Times of day (HH:MM, UTC): a list, one text of several, or a table of them by provider."""
     from lookout_cli.compaction.idle_plan import parse_reset
@@ -139,6 +145,7 @@ SETTINGS: dict[str, Setting] = {
     "max_tool_output_chars": COUNT,
     "compaction.auto": YES_NO,
     "compaction.threshold_percent": Setting(parse_percent),
+    "compaction.target_percent": Setting(parse_percent),
     "compaction.reserved": COUNT,
     "compaction.prune": YES_NO,
     "compaction.tail_turns": Setting(_whole(1)),
@@ -154,12 +161,14 @@ SETTINGS: dict[str, Setting] = {
     "compaction.base_url": TEXT,
     "compaction.api_key_env": TEXT,
     "compaction.timeout": Setting(_real(0.1)),
+    "compaction.summary_context_window": Setting(_window),
     "images.budget": Setting(parse_size),
     "images.keep_recent": COUNT,
     "measure.model": TEXT,
     "measure.estimate": YES_NO,
     "measure.cache": YES_NO,
     "measure.jobs": Setting(_whole(1)),
+    "report.jobs": Setting(_whole(1)),
     "meter.amber": Setting(parse_percent),
     "meter.red": Setting(parse_percent),
     "mentions.root": TEXT,

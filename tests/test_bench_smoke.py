@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, run_lookout
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
-from bench.generate import FORMATS, Corpus, generate  # noqa: E402
+from bench.generate import FORMATS, Corpus, generate, shape_of  # noqa: E402
 from bench.reference import texts as texts_of  # noqa: E402
 
 
@@ -47,6 +47,20 @@ def test_generator_is_seeded_and_sized(tmp_path, corpus):
     assert all(json.loads(line) for line in lines)
     kinds = {json.loads(line)["type"] for line in lines}
     assert {"user", "assistant", "progress"} <= kinds
+
+
+def test_the_default_shape_is_the_real_sessions_and_the_first_is_kept(tmp_path, corpus):
+    """Real Claude Code lines are about 1 KB at the median and 3 KB at p90 (1.8 KB on average,
+    BENCHMARKS.md); a subagent writes sidechain lines into the file. The first shape (5 KB lines,
+    no subagents) stays as the second case."""
+    generate(tmp_path / "r.jsonl", "claude-code", 1, corpus=corpus, shape="real")
+    real = shape_of(tmp_path / "r.jsonl")
+    assert 700 <= real["p50"] <= 1400 and 1800 <= real["p90"] <= 3600 and 1200 <= real["mean"] <= 2400
+    assert any("sidechain" in k for k in real["byte_shares"]) and "thinking" in real["byte_shares"]
+    first = generate(tmp_path / "g.jsonl", "claude-code", 1, corpus=corpus)
+    old = shape_of(tmp_path / "g.jsonl")
+    assert first["shape"] == "generated" and old["mean"] > 2.5 * real["mean"]
+    assert not any("sidechain" in k for k in old["byte_shares"])
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

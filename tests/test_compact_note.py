@@ -54,7 +54,7 @@ def test_files_come_from_arguments_not_from_prose():
     ("ls -la && git status", [], []),
 ])
 def test_files_of_shell_scripts(text, read, changed):
-    assert sn._files_of_script(text) == (read, changed)
+    assert sn.files_of_script(text) == (read, changed)
 
 
 def test_instructions_are_kept_in_full_with_what_they_name():

@@ -91,7 +91,9 @@ def test_split_lands_on_a_prompt_and_keeps_the_recent_turns(fmt):
     kept_results = {i.call_id for i in items[split.keep_from:] if i.kind == "tool_result"}
     assert kept_calls == kept_results  # pairs stay together
     tight = plan.plan_split(items, tokens, plan.Settings(tail_turns=2, preserve_recent_tokens=100))
-    assert tight.keep_from == starts[-1]  # the latest turn always stays whole
+    # the latest turn, far over the budget, splits inside: its request stays, then its last step
+    assert tight.request and tight.request[0] == plan.message_start(items, starts[-1])
+    assert tight.keep_from > starts[-1] and tight.keep_from in plan.step_starts(items, starts[-1])
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

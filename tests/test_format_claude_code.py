@@ -25,6 +25,7 @@ from claude_code_helpers import (
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, read_records
 from lookout_cli.formats import Transcript
+from lookout_cli.formats.claude_chain import MOVED_FIELD
 from lookout_cli.formats.claude_code import SUMMARY_PREFIX, TRUNCATION_NOTICE, Adapter, wrap_setup
 from lookout_cli.formats.view import (
     IMAGE,
@@ -542,10 +543,13 @@ def _check_compaction(data, transcript, summary, keep_index, pre=12345, post=678
     new = adapter.compact(transcript, summary, keep,
                           {"trigger": "auto", "pre_tokens": pre, "post_tokens": post})
     out, again = reread(transcript)
-    # every original line is still there, byte for byte and in order; the new ones follow
-    assert out.startswith(data)
+    # every original line is still there, byte for byte and in order, but the kept ones: they
+    # move after the summary and leave a stub (no type, their uuid) in their place
     before, after = read_list(data), read_list(out)
-    assert [r.body for r in after[: len(before)]] == [r.body for r in before]
+    for was, now in zip(before, after):
+        if now.body != was.body:
+            stub = obj_of(now.to_bytes())
+            assert MOVED_FIELD in stub and "type" not in stub and stub["uuid"] == obj_of(was.to_bytes())["uuid"]
     assert len(after) == len(before) + len(new)
     added = [obj_of(r.to_bytes()) for r in new]
     boundary, summary_line = added[0], added[1]
@@ -600,29 +604,26 @@ def test_compact_fixture_keeps_tail_setup_and_pairs():
     view = again.view()
     assert [(i.kind, i.setup) for i in view.items[:3]] == [(SUMMARY, None), (SETUP, "rules"), (TEXT, None)]
     assert view.items[2].prompt and view.items[2].text == "Now fix the two failing files"
-    # copies keep message ids, tool ids and toolUseResult; uuids are fresh
-    copies = added[2:]
-    assert len({c["uuid"] for c in copies}) == len(copies)
-    assert not {c["uuid"] for c in copies} & {r.data.get("uuid") for r in read_list(data) if r.data}
-    # a copied response gets its own message.id (the same for its split lines) and no usage,
-    # so Claude Code's sibling recovery cannot pull the originals back in
-    ids = [c["message"]["id"] for c in copies if c["type"] == "assistant"]
-    suffix = ids[0][len("msg_f"):]
-    assert suffix.startswith("_lookout") and ids == ["msg_f" + suffix, "msg_f" + suffix, "msg_g" + suffix]
-    for c in copies:
+    # the rules line before the kept prompt is copied (a fresh uuid); the kept lines move: their
+    # uuids, message ids, tool ids and toolUseResult stay, their usage goes to their stubs
+    copied, moved = added[2], added[3:]
+    originals = {r.data.get("uuid"): r.data for r in read_list(data) if r.data}
+    assert copied["uuid"] not in originals
+    assert all(m["uuid"] in originals for m in moved)
+    assert [c["message"]["id"] for c in moved if c["type"] == "assistant"] == ["msg_f", "msg_f", "msg_g"]
+    for c in moved:
         if c["type"] == "assistant":
             usage = c["message"]["usage"]
             assert [usage[k] for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                                        "cache_read_input_tokens")] == [0, 0, 0, 0]
-    assert [b["id"] for c in copies if c["type"] == "assistant" for b in c["message"]["content"]
+        assert {k: v for k, v in c.items() if k not in ("parentUuid", "lookoutAdded", "message", "timestamp")} == \
+            {k: v for k, v in originals[c["uuid"]].items() if k not in ("parentUuid", "message", "timestamp")}
+    assert [b["id"] for c in moved if c["type"] == "assistant" for b in c["message"]["content"]
             if b["type"] == "tool_use"] == ["toolu_X", "toolu_Y"]
-    # every new line is newer than any line before (Claude Code resumes the newest leaf)
+    # each moved line follows the one before it, the first the copied rules line
+    assert [m["parentUuid"] for m in moved] == [copied["uuid"], *(m["uuid"] for m in moved[:-1])]
+    # every new or moved line is newer than any line before (Claude Code resumes the newest leaf)
     assert all(c["timestamp"] > "2026-02-01T09:21:10.000Z" for c in added)
-    # sourceToolAssistantUUID follows the copies
-    by_old = {c["uuid"]: c for c in copies}
-    for c in copies:
-        if "sourceToolAssistantUUID" in c:
-            assert c["sourceToolAssistantUUID"] in by_old
     # the same compaction again changes nothing
     prompt = [i for i in view.items if i.prompt][0]
     assert again.adapter.compact(again, "Goal: migrate.", prompt, {"trigger": "auto"}) == []
@@ -662,10 +663,7 @@ def test_compact_twice_then_setup():
 def test_compact_real_transcripts(name):
     data, transcript = load(name)
     prompts = [i for i in transcript.view().items if i.prompt]
-    out, again, boundary, added = _check_compaction(data, transcript, "S", len(prompts) - 1)
-    before = read_list(data)
-    after = read_list(out)
-    assert [r.body for r in after[: len(before)]] == [r.body for r in before]
+    _check_compaction(data, transcript, "S", len(prompts) - 1)
 
 
 def test_compact_subagent_file():
@@ -682,9 +680,9 @@ def test_compact_subagent_file():
 
 
 def test_compact_rejects_a_prompt_outside_the_live_chain():
-    _, transcript = load("compactions.jsonl")
-    old = [i for i in transcript.view().items if i.prompt][0]
-    transcript.adapter.compact(transcript, "x", old, {})
+    _, transcript = load("parallel-images.jsonl")
+    old, kept = [i for i in transcript.view().items if i.prompt][:2]
+    transcript.adapter.compact(transcript, "x", kept, {})  # ``old`` is summarized
     with pytest.raises(LookoutError):
         transcript.adapter.compact(transcript, "y", old, {})
 
@@ -721,4 +719,4 @@ def test_compact_copies_each_setup_key_once():
     again.adapter.set_setup(again, "memory", "new memory")
     out, third = reread(again)
     assert [i.text for i in third.view().items if i.setup == "memory"] == [wrap_setup("new memory")]
-    assert out.count(b"old memory") == 1
+    assert out.count(b"old memory") == 0  # the line was moved (its stub holds no text), not copied

@@ -3,6 +3,7 @@ the agent only appends, and replacing the file with what was read would drop tho
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,15 +40,19 @@ def _env(tmp_path) -> dict:
 
 def _summarizer_that_appends(tmp_path, path, lines: bytes) -> str:
     """A summarizer command that, while compact waits for it, appends ``lines`` to ``path`` as
-    the agent would (open, append, close), then gives a note."""
+    the agent would (open, append, close), then gives a note. Only its first call appends: a
+    verification pass asks the summarizer a second time."""
     script = tmp_path / "agent_appends.py"
-    script.write_text("import sys\nsys.stdin.read()\n"
-                      f"with open({str(path)!r}, 'ab') as f:\n    f.write({lines!r})\n"
+    once = tmp_path / "appended"
+    script.write_text("import os, sys\nsys.stdin.read()\n"
+                      f"if not os.path.exists({str(once)!r}):\n"
+                      f"    open({str(once)!r}, 'w').close()\n"
+                      f"    with open({str(path)!r}, 'ab') as f:\n        f.write({lines!r})\n"
                       "print('## Summary\\nThe work so far: the CSV importer was ported; tests pass.')\n")
     return f"command:{sys.executable} {script}"
 
 
-@pytest.mark.parametrize("fmt", ["codex", "openai", "anthropic"])
+@pytest.mark.parametrize("fmt", ["claude-code", "codex", "openai", "anthropic"])
 @pytest.mark.parametrize("how", ["-i", "-o"])
 def test_lines_appended_while_compacting_follow_the_result(tmp_path, fmt, how):
     path = write(tmp_path, fmt, turns=14)
@@ -67,9 +72,15 @@ def test_lines_appended_while_compacting_follow_the_result(tmp_path, fmt, how):
 
 
 def test_a_claude_code_compaction_refuses_lines_it_cannot_carry(tmp_path):
-    """Claude Code's lines name their parent: lines appended after the old last line would
-    continue the conversation from before the compaction. The file is left as it is."""
+    """Claude Code's lines name their parent. A compaction moves the kept messages, the last
+    one included, after its summary, so what the agent appends follows them (above); when the
+    file ends in a line the compaction does not move (here the session's title), lines appended
+    after it may continue the conversation from before the compaction. The file is left as it is."""
     path = write(tmp_path, "claude-code", turns=14)
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    with open(path, "ab") as handle:
+        handle.write(json.dumps({"type": "summary", "summary": "Port the CSV importer",
+                                 "leafUuid": last["uuid"]}).encode() + b"\n")
     before = path.read_bytes()
     lines = _appended_lines("claude-code", path)
     done = subprocess.run([*lookout_exe(), "compact", "--force", "--summarizer",

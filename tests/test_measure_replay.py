@@ -182,7 +182,7 @@ def test_the_config_files_a_run_reads_are_in_its_invocation(tmp_path, monkeypatc
         (folder / "config.toml").write_text("budget = 2\n")
     monkeypatch.chdir(project / "b")
     read = {os.path.realpath(p) for p in Config().files}
-    checked = {os.path.realpath(s[0]) for s in replay._config_stamps(os.getcwd()) if s[1] is not None}
+    checked = {os.path.realpath(s[0]) for s in replay.config_stamps(os.getcwd()) if s[1] is not None}
     assert len(read) == 2 and read == checked
 
 

@@ -25,27 +25,29 @@ Safety, in order of importance:
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lookout_cli.compaction import note as summary_note
 from lookout_cli.compaction import plan, summarizers
+from lookout_cli.compaction.gauge import Gauge, _inferred, _scale, saved_text
 from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.saved import MARKER, SavedStore
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.clearing import clamp_item, clear_cost, clear_item
-from lookout_cli.formats.view import TOOL_RESULT, Item, View
-from lookout_cli.images.costs import image_provider
+from lookout_cli.formats.view import SETUP, TOOL_RESULT, Item, View
 from lookout_cli.tokens import sample as head_sample
 
 NO_PROGRESS_RATIO = 0.8
+# A compaction aims this far under the budget (compaction.target_percent): Claude Code and Codex
+# resume from their own summaries at 10-25% of the window, Cline's SDK aims at 0.7 of its
+# trigger (about 57%); 40% sits between, under half the window, so the next compaction is about
+# as far away as the window's first 45%, and a clear that would stop above it summarizes instead.
+TARGET_PERCENT = 40.0
 PRICED_MARGIN = 2  # an automatic run whose head is priced must be this far over the goal (head_sample)
-ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
-SAVED_PATH_RE = re.compile(r"It is saved in (.+?\.(?:txt|jsonl|bin))(?=[;.\]])")
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Options:
     model: str | None = None  # the chat's model (default: the transcript's)
     budget: str | None = None  # --max-tokens/--budget: "200k", "80%"
     threshold_percent: float | None = None
+    target_percent: float = TARGET_PERCENT  # where a compaction aims to land, as a share of the budget
     reserved: int | None = None
     prune: bool = True
     tail_turns: int = 2
@@ -120,6 +123,9 @@ class CompactResult:
     due_at: int = 0
     summary_point: int = 0
     fit_at: int = 0
+    target: int = 0  # where this run aimed to land (compaction.target_percent)
+    target_percent: float = TARGET_PERCENT
+    inside_turn: bool = False  # the summary's split landed inside the current turn
     model: str | None = None
     model_known: bool = True
     stages: list[StageReport] = field(default_factory=list)
@@ -150,7 +156,9 @@ class CompactResult:
             "model_known": self.model_known,
             "tokens": {"before": self.before, "after": self.after, "basis": self.basis, "budget": self.budget,
                        "due_at": self.due_at, "summary_point": self.summary_point, "goal": self.fit_at,
+                       "target": self.target, "target_percent": self.target_percent,
                        "before_sampled": self.before_sampled},
+            "inside_turn": self.inside_turn,
             "ratio": round(self.ratio, 4) if self.ratio is not None else None,
             "no_progress": self.no_progress,
             "still_over": self.still_over,
@@ -164,95 +172,6 @@ class CompactResult:
             "failure": self.failure,
             "tokenized": {"distinct_texts": self.counted, "reused": self.reused, "sampled_items": self.priced},
         }
-
-
-class Gauge:
-    """Counts the way ``lookout measure`` does: the same counter, models file and budget."""
-
-    def __init__(self, options: Options, view: View, store: SavedStore | None = None,
-                 originals: dict[str, str] | None = None) -> None:
-        from lookout_cli.meter import analysis as meter
-        from lookout_cli.tokens.cache import counter_for
-
-        self.meter = meter
-        self.model = options.model or view.model
-        self.counter = counter_for(self.model, exact=not options.estimate, jobs=options.jobs)  # measure's counts reused
-        self.jobs = options.jobs  # for the first view: later ones differ from it by a few placeholders
-        self.settings = meter.Settings(model=options.model, budget=options.budget, estimate=options.estimate,
-                                       now=options.now, models_config=options.models_config,
-                                       threshold_percent=options.threshold_percent, reserved=options.reserved)
-        self.model_info = meter.lookup_model(self.model, options.models_config)
-        self.provider = image_provider(self.model, view.format)
-        self.store = store
-        self.originals = originals if originals is not None else {}
-        self.rate: float | None = None  # tokens per character of the texts priced by a sample
-        self.priced = 0  # how many texts that is
-
-    def measure(self, view: View, tokens: list[int] | None = None):
-        """The meter of ``view``, whose items' tokens are ``tokens.tokenizer`` when known."""
-        tokens = self.tokens(view) if tokens is None else tokens
-        m = self.meter.measure(view, self.settings, counter=self.counter, model_info=self.model_info, tokens=tokens)
-        self._recalibrate(view, m, tokens)
-        return m
-
-    def _recalibrate(self, view: View, m, tokens: list[int]) -> None:
-        """The provider's last count predates what lookout cleared before it, so the calibration
-        must compare it with the estimate of what the provider saw: cleared parts count at their
-        original size (named in the placeholder, or read back from the store)."""
-        if m.calibration is None or m.last is None or not m.last.estimate:
-            return
-        usage = self.meter.last_usage(view)
-        response = self.meter.locate(view, usage) if usage is not None else None
-        if response is None:
-            return
-        extra = 0
-        for item, t in zip(view.items[: response.start], tokens):
-            if item.kind == TOOL_RESULT and MARKER in item.text:
-                extra += max(0, self.original_tokens(item, t) - t)
-        if not extra:
-            return
-        ratio = self.meter.calibration_ratio(m.last.prompt, m.last.estimate + extra)
-        setup = sum(p.tokens for p in m.parts if p.group == "setup")
-        m.calibration = ratio
-        m.used = self.meter.context_used(view, tokens, setup, _inferred(m), ratio)
-
-    def original_tokens(self, item: Item, tokens: int) -> int:
-        """The tokens of a cleared item's original (``tokens.tokenizer``, its own, when it names none)."""
-        match = ABOUT_TOKENS_RE.search(item.text)
-        if match:
-            return int(match.group(1).replace(",", ""))
-        text = saved_text(self.store, item, self.originals) if self.store is not None else item.text
-        return tokens if text is item.text else self.counter.count(text)
-
-    def tokens(self, view: View, priced_before: int = 0) -> list[int]:
-        """The tokens of ``view``'s items; those of the first ``priced_before`` (but the setup)
-        priced at the tokens per character of a sample of them (``tokens.sample``)."""
-        later = getattr(self.counter, "count_later", None)
-        if self.jobs > 1 and later is not None:  # the texts no cache knows, counted in processes first
-            with progress.stage(f"counting tokens in {self.jobs} processes"):
-                later([i.text for i in self.meter.uncounted(view, priced_before)], jobs=self.jobs)()
-            self.jobs = 1  # (not hashed and looked up once more for every later view)
-        if not priced_before:
-            return self.meter.item_tokens(view, self.counter, self.provider)
-        if self.rate is None:  # the same texts for the whole run: sampled once
-            from lookout_cli.tokens.tokenizer import exact_length
-
-            texts = [i.text for i in self.meter.priced_items(view, priced_before)]
-            self.rate = head_sample.per_char(texts, exact_length(self.counter.encoding))
-            self.priced = len(texts)
-        rate = self.rate
-        return self.meter.item_tokens(view, self.counter, self.provider, priced_before,
-                                      lambda text: head_sample.priced(text, rate))
-
-
-def _scale(m) -> float:
-    """Provider tokens per counted token (the calibration ``measure`` applies)."""
-    ratio = m.calibration
-    return ratio if ratio and 0.25 <= ratio <= 4 else 1.0
-
-
-def _inferred(m) -> int:
-    return sum(p.tokens for p in m.parts if p.basis == "inferred")
 
 
 class _Snapshot:
@@ -276,33 +195,6 @@ class _Snapshot:
 
 def _orphan_keys(view: View) -> set[tuple[str, str]]:
     return {(i.kind, i.call_id or "") for i in view.orphans()}
-
-
-def saved_text(store: SavedStore, item: Item, known: dict[str, str] | None = None) -> str:
-    """An item's text as the agent first saw it: cleared output comes back from the store."""
-    if item.kind != TOOL_RESULT or MARKER not in item.text:
-        return item.text
-    match = SAVED_PATH_RE.search(item.text)
-    if not match:
-        return item.text
-    path = match.group(1)
-    folder, name = path.rsplit("/", 2)[-2:]
-    sha = folder + name.split(".", 1)[0]
-    if not re.fullmatch(r"[0-9a-f]{64}", sha):
-        return item.text
-    if known and sha in known:
-        return known[sha]
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        data = store.get(sha)
-    if data is None or hashlib.sha256(data).hexdigest() != sha:
-        return item.text
-    try:  # saved with surrogatepass (``clearing``): the same text, lone surrogates and all
-        return data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace")
 
 
 def _describe(item: Item, tokens: int, saved=None) -> dict:
@@ -334,6 +226,7 @@ class Compactor:
         self.gauge: Gauge | None = None
         self._meter = None
         self.planned_keep: Item | None = None  # where the summary would have started the kept turns
+        self.planned_request: list[Item] = []  # and the request it kept before them (a split inside a turn)
         self._view: View | None = None  # the current view, patched in place after clearing
         self._tokens: list[int] | None = None  # its items' tokens
         self.dirty = False  # changed since the last measurement
@@ -407,6 +300,7 @@ class Compactor:
         fit = max(1, min(b.due_at, b.summary_point) - 1)
         return plan.Settings(
             budget=b.budget, fit_at=fit, summary_point=b.summary_point,
+            target=max(1, min(fit, int(b.budget * o.target_percent / 100))),
             shorten_at=min(int(b.budget * 0.85), b.summary_point),
             prune=o.prune, protect_tokens=o.protect_tokens, prune_minimum=o.prune_minimum,
             max_tool_output_chars=o.max_tool_output_chars, step_share=int(b.budget / 3),
@@ -432,6 +326,7 @@ class Compactor:
         r.basis = m.used.basis
         r.budget, r.due_at, r.summary_point = m.budget.budget, m.budget.due_at, m.budget.summary_point
         r.fit_at = self.settings().fit_at
+        r.target, r.target_percent = self.settings().target, o.target_percent
         r.due = m.budget.due
         priced = self.priced_before
         r.priced = self.gauge.priced if priced else 0
@@ -459,6 +354,7 @@ class Compactor:
                 r.before, r.basis, r.priced, r.before_sampled = m.used.tokens, m.used.basis, 0, False
                 r.stages, self.left_to_summary = [], 0
                 self._stages()
+            self._fit_window()
             if self.dirty:
                 self.measure()
             new = _orphan_keys(t.view()) - orphans
@@ -487,6 +383,22 @@ class Compactor:
             details = "; ".join(f"{st.stage} {st.detail}" for st in r.stages if st.detail)
             r.reason = "compacted" if r.changed else "nothing to compact" + (f" ({details})" if details else "")
         return self._done()
+
+    def _fit_window(self) -> None:
+        """Nothing over the model's window is written: with ``--on-failure truncate`` the oldest
+        steps go until it fits; else the run is refused (and the transcript left as it was). A
+        smaller ``--max-tokens`` is a goal (over it, the report says so), not the window."""
+        figures = self.meter.budget
+        budget = figures.budget if self.options.budget is None else max(figures.budget, figures.window)
+        if self.used <= budget or not {"summarize", "truncate"} & set(self.options.wanted):
+            return  # (a stage run alone promises no fit)
+        if self.options.on_failure == "truncate":
+            self.truncate(self.settings(), "the context was still over the window")
+        over = self.used - budget
+        if over > 0:
+            raise LookoutError(f"compact: context window exceeded by {over:,} tokens ({self.used:,} of {budget:,} "
+                               "even with the summary, the request and the last step); the transcript was left "
+                               "as it was")
 
     def _done(self) -> CompactResult:
         if self.gauge is not None:
@@ -519,9 +431,9 @@ class Compactor:
             elif stage == "clamp":
                 self.clamp(settings)
             elif stage == "summarize":
-                if not o.explicit and self.used < settings.fit_at:
+                if not o.explicit and self.used <= settings.target:
                     self.result.stages.append(StageReport(
-                        "summarize", detail=f"not needed: {self.used:,} tokens, under the goal of {settings.fit_at:,}"))
+                        "summarize", detail=f"not needed: {self.used:,} tokens, under the target of {settings.target:,}"))
                     continue
                 with progress.stage("summarizing"):
                     self.summarize_or_truncate(settings)
@@ -568,7 +480,7 @@ class Compactor:
         m, scale = self.meter, self.scale
         conversation = self.gauge.meter.conversation_sum(self.view, tokens, 0, len(items))
         lowest = min(m.used.tokens - max(scale, 1) * free_all, min(scale, 1) * (conversation - free_all))
-        return lowest >= margin * s.fit_at
+        return lowest >= margin * s.target
 
     def _summary_horizon(self, s: plan.Settings) -> int:
         """The index before which every item is certain to go into the summary this run writes
@@ -582,7 +494,10 @@ class Compactor:
         if self.priced_before:  # certain already (``run``)
             return self.priced_before
         start = self._summarized_before()
-        return start if start and self._summary_certain(s) else 0
+        if not start or not self._summary_certain(s):
+            return 0
+        split = plan.plan_split(self.view.items, self.tokens, s)  # inside the turn: up to its kept steps
+        return split.keep_from if split.request and split.keep_from else start
 
     def clear(self, index: int, what: str, report: StageReport, **extra) -> None:
         """Save item ``index`` and leave a placeholder (``clearing.clear_item``)."""
@@ -681,7 +596,7 @@ class Compactor:
             self.result.failure = str(exc)
             self.result.stages[-1].detail += f"refused: {exc}"
             if self.options.on_failure == "truncate":
-                self.truncate(s, f"the summary failed: {exc}", keep=self.planned_keep)
+                self.truncate(s, f"the summary failed: {exc}", keep=self.planned_keep, request=self.planned_request)
                 return
             raise LookoutError(f"compact: {exc}; the transcript was left as it was") from None
 
@@ -698,10 +613,17 @@ class Compactor:
                         None)
             if hint is not None and (split.keep_from is None or hint != split.keep_from):
                 split = plan.split_at(items, tokens, hint)
+            elif hint is None:  # prepared inside the turn: the note covers the steps before its cut
+                starts = plan.prompts(items)
+                cuts = plan.step_starts(items, starts[-1]) if starts else []
+                at = next((c for c in cuts if items[c].record.lineno == prepared.keep_from_line), None)
+                if at is not None:
+                    split = plan.inside_at(items, tokens, starts[-1], at)
         if split.keep_from is None:
             report.detail = split.reason or "nothing to summarize"
             return
         self.planned_keep = items[split.keep_from]
+        self.planned_request = [items[i] for i in split.request]
         head = [items[i] for i in split.head]
         previous = [items[i] for i in split.previous]
         fresh = [it for it in head if it not in previous]
@@ -712,7 +634,7 @@ class Compactor:
                                         "text", what="the context before a summary")
         digest.original = (f"The whole conversation before this summary is saved in {original.path} "
                            "(plain text); read or search it when you need a detail this summary left out.")
-        room = int(s.fit_at / scale) - _inferred(self.meter) - split.setup_tokens - split.tail_tokens
+        room = int(s.target / scale) - _inferred(self.meter) - split.setup_tokens - split.tail_tokens
         budget = plan.note_budget(split, s, room)
         request = summarizers.Request(
             items=head, digest=digest, budget=budget, replaced_tokens=split.head_tokens,
@@ -744,7 +666,7 @@ class Compactor:
         written = self.transcript.adapter.compact(
             self.transcript, note, items[split.keep_from],
             {"trigger": self._trigger(), "pre_tokens": self.used, "post_tokens": max(post, 0),
-             "save": self._saver(report)},
+             "save": self._saver(report), "request": [items[i] for i in split.request]},
         )
         if not written:
             report.detail = "nothing to summarize: this summary is already in place"
@@ -753,15 +675,26 @@ class Compactor:
         report.ran = True
         report.freed = split.head_tokens - note_tokens
         turns = sum(1 for it in head if it.prompt)
+        steps = len(plan.step_starts(items, split.request[-1] + 1)) - len(plan.step_starts(items, split.keep_from)) \
+            if split.request else 0
         report.items = [{"summarized_turns": turns, "summarized_tokens": split.head_tokens,
                          "note_tokens": note_tokens, "kept_turns": split.tail_turns,
                          "kept_tokens": split.tail_tokens, "kept_from_line": items[split.keep_from].record.lineno,
-                         "updated_earlier_summary": bool(previous)}]
+                         "updated_earlier_summary": bool(previous), "inside_turn": bool(split.request),
+                         "summarized_steps": steps}]
         report.saved.append(str(original.path))
         about = "about " if self.priced_before else ""  # priced by a sample (head_sample)
-        report.detail += (f"{turns} earlier turn(s), {about}{split.head_tokens:,} tokens → a {note_tokens:,}-token note "
-                          f"({summarizer.describe()}); kept the last {split.tail_turns} turn(s) word for word "
-                          f"({split.tail_tokens:,} tokens)")
+        if split.request:
+            self.result.inside_turn = True
+            kept_steps = len(plan.step_starts(items, split.keep_from - 1)) if split.keep_from else 0
+            report.detail += (f"{turns} earlier turn(s) and {steps} step(s) of the current one, {about}"
+                              f"{split.head_tokens:,} tokens → a {note_tokens:,}-token note ({summarizer.describe()}); "
+                              f"kept the request and the last {kept_steps} step(s) word for word "
+                              f"({split.tail_tokens:,} tokens)")
+        else:
+            report.detail += (f"{turns} earlier turn(s), {about}{split.head_tokens:,} tokens → a {note_tokens:,}-token "
+                              f"note ({summarizer.describe()}); kept the last {split.tail_turns} turn(s) word for "
+                              f"word ({split.tail_tokens:,} tokens)")
         self.restructured()
         self.measure()
 
@@ -824,38 +757,59 @@ class Compactor:
             report.detail = "nothing left to shorten: the rest is the latest request, the setup and the summary"
 
     # --- 5. truncate ------------------------------------------------------------------------
-    def truncate(self, s: plan.Settings, why: str, keep: Item | None = None) -> None:
-        """Drop the oldest turns: those a failed summary would have replaced (``keep``), else
-        as many as the goal needs."""
+    def truncate(self, s: plan.Settings, why: str, keep: Item | None = None,
+                 request: Sequence[Item] = ()) -> None:
+        """Drop the oldest turns: those a failed summary would have replaced (``keep``, and the
+        ``request`` it kept before it), else as many as the target needs; when the latest turn
+        is all there is or too long alone, its oldest steps (``plan.truncate_steps``)."""
         report = StageReport("truncate")
         self.result.stages.append(report)
         scale = self.scale  # measures first if an earlier stage changed the context
         view = self.view
         tokens = self.tokens
+        goal = int(s.target / scale)
+        kept_request: list[Item] = [i for i in request if i in view.items]
         if keep is not None and keep in view.items:
-            p = plan.truncate_at(view.items, tokens, view.items.index(keep))
+            p = plan.truncate_at(view.items, tokens, view.items.index(keep)) if not kept_request else None
         else:
-            if self.used <= s.fit_at and not self.options.force:
+            if self.used <= s.fit_at and not self.options.force:  # due past the goal, then down to the target
                 report.detail = f"not needed: {self.used:,} tokens fit the goal of {s.fit_at:,}"
                 return
-            p = plan.plan_truncate(view.items, tokens, int(s.fit_at / scale), fixed=_inferred(self.meter))
-        if p.keep_from is None:
-            report.detail = p.reason or "nothing to drop"
-            return
-        keep = view.items[p.keep_from]
+            p = plan.plan_truncate(view.items, tokens, goal, fixed=_inferred(self.meter))
+            start = plan.message_start(view.items, p.keep_from) if p.keep_from is not None else 0
+            if p.keep_from is None or _inferred(self.meter) + sum(tokens[start:]) + sum(
+                    t for it, t in zip(view.items, tokens) if it.kind == SETUP) > goal:
+                steps = plan.truncate_steps(view.items, tokens, goal, fixed=_inferred(self.meter))
+                if steps is not None:
+                    p, keep, kept_request = None, view.items[steps[0]], [view.items[i] for i in steps[1]]
+        if p is not None:
+            if p.keep_from is None:
+                report.detail = p.reason or "nothing to drop"
+                return
+            keep = view.items[p.keep_from]
+            dropped = p.dropped_tokens
+            turns = p.dropped_turns
+        else:
+            at = view.items.index(keep)
+            first = view.items.index(kept_request[0])
+            dropped = sum(t for i, t in enumerate(tokens[:at]) if view.items[i].kind != SETUP) - sum(
+                tokens[view.items.index(r)] for r in kept_request)
+            turns = sum(1 for it in view.items[:first] if it.prompt)
         written = self.transcript.adapter.compact(
             self.transcript, None, keep,
             {"trigger": self._trigger(), "pre_tokens": self.used,
-             "post_tokens": max(0, self.used - round(p.dropped_tokens * scale)), "save": self._saver(report)},
+             "post_tokens": max(0, self.used - round(dropped * scale)), "save": self._saver(report),
+             "request": kept_request},
         )
         if not written:
             report.detail = "nothing to drop"
             return
         report.ran = True
-        report.freed = p.dropped_tokens
-        report.items = [{"dropped_turns": p.dropped_turns, "dropped_tokens": p.dropped_tokens,
-                         "kept_from_line": keep.record.lineno}]
-        report.detail = f"dropped the {p.dropped_turns} oldest turn(s), {p.dropped_tokens:,} tokens ({why})"
+        report.freed = dropped
+        report.items = [{"dropped_turns": turns, "dropped_tokens": dropped, "kept_from_line": keep.record.lineno,
+                         "inside_turn": p is None}]
+        inside = " and the oldest steps of the current one, keeping its request" if p is None else ""
+        report.detail = f"dropped the {turns} oldest turn(s){inside}, {dropped:,} tokens ({why})"
         self.restructured()
         self.measure()
 
@@ -918,7 +872,8 @@ def summary_of(result: CompactResult) -> str:
     """A one-line account of a run, for standard error."""
     if not result.changed:
         return f"compact: {result.reason}"
-    pct = f" ({100 * result.after / result.budget:.0f}% of {result.budget:,})" if result.budget else ""
+    pct = (f" ({100 * result.after / result.budget:.0f}% of {result.budget:,}; target "
+           f"{result.target_percent:g}%, {result.target:,})") if result.budget else ""
     about = "about " if result.before_sampled else ""
     return f"compact: {about}{result.before:,} → {result.after:,} tokens{pct}"
 

@@ -1,27 +1,60 @@
 """The summary note ``compact`` writes in place of older turns, built without a model.
 
 A note has the sections SPEC §4 names: goal; constraints and preferences (the user's messages
-word for word); progress (done, in progress, blocked); key decisions; files read and changed
-(collected from the tool calls' own arguments, never guessed from prose); commands run;
-findings and errors; next steps. ``--instructions`` text and what it names are kept in full.
+word for word); progress (done, in progress, blocked); key decisions (the user's answers to the
+agent's questions first); files read and changed (collected from the tool calls' own arguments,
+never guessed from prose); commands run with what they came to; facts from tool output that
+later steps relied on; findings and errors; next steps. ``--instructions`` text and what it
+names, in any kind of item, are kept in full. What is read out of single items is
+``note_facts``.
 
 ``digest()`` collects these facts from the items being summarized, ``parse()`` reads them back
 from an earlier lookout note so a second compaction *updates* the first one (``merge()``)
 instead of summarizing a summary, and ``render()`` writes the note within a token budget,
 trimming the least important lists first and saying what it left out. ``must_survive()`` lists
 the facts a note of any summarizer must keep (user instructions, file paths, commands, error
-strings); ``missing()`` says which ones a note lost.
+strings, facts from tool output); ``missing()`` says which ones a note lost, ``pin()`` adds
+them back to a model's note.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from lookout_cli.core.saved import CLEARED_PREFIX
+from lookout_cli.compaction.note_facts import (  # noqa: F401  (the note's vocabulary, used by summarizers)
+    ASK_TOOLS,
+    DECISION_RE,
+    ERROR_LINE,
+    FINDING_RE,
+    LINE,
+    SHELL_TOOLS,
+    TODO_TOOLS,
+    arguments,
+    call_label,
+    current_work,
+    error_line,
+    excerpts,
+    exit_code,
+    failed,
+    files_of_call,
+    files_of_script,
+    next_steps,
+    one_line,
+    outcome,
+    question,
+    referenced_lines,
+    sentences,
+    settings_printed,
+    shell_script,
+    squash,
+    suspicious,
+    tool_key,
+    unique,
+    values,
+)
 from lookout_cli.formats.view import (
     IMAGE,
     NOTE_TITLE,
@@ -41,224 +74,14 @@ PREAMBLE = (
     "you know about the work so far."
 )
 
-# tools that read or change files, by the names the agents give them (lower case)
-READ_TOOLS = {"read", "read_file", "readfile", "view", "view_file", "notebookread", "open_file", "cat"}
-WRITE_TOOLS = {
-    "edit", "multiedit", "write", "write_file", "writefile", "notebookedit", "create_file", "edit_file",
-    "replace", "str_replace", "apply_patch", "applypatch", "delete_file", "insert", "patch",
-}
-SHELL_TOOLS = {"bash", "shell", "local_shell", "exec_command", "shell_command", "run_shell_command",
-               "run_terminal_cmd", "execute_command", "terminal", "container.exec"}
-TODO_TOOLS = {"todowrite", "update_plan", "todo_write", "write_todos"}
-PATH_KEYS = ("file_path", "path", "notebook_path", "filePath", "target_file", "filename", "file")
-SHELL_READERS = {"cat", "head", "tail", "nl", "less", "more", "wc", "bat"}
-
 # limits that keep the note readable; trimming below them is said in the note
-LINE = 300  # one bullet
 COMMAND = 200  # a command's first line
-ERROR_LINE = 300
 OUTCOME_SEP = "  "  # between a command and its outcome in the note
 MAX_DECISIONS = 15
 MAX_FINDINGS = 25
-
-ERROR_RE = re.compile(
-    r"(?i)\b(error|exception|traceback|failed|failure|fatal|denied|not found|no such file|"
-    r"cannot|can't|could not|panic|segmentation fault|timed out|exit code [1-9]|exit status [1-9])\b"
-)
-DECISION_RE = re.compile(
-    r"(?i)\b(decided|decide to|i'll use|we'll use|i will use|chose|choose to|going with|instead of|"
-    r"the plan is|approach is|switch(?:ed)? to|let's use|we should use|prefer)\b"
-)
-FINDING_RE = re.compile(
-    r"(?i)\b(found|turns out|the (?:problem|issue|bug|cause|error) (?:is|was)|root cause|works now|"
-    r"now passes|all tests pass|tests pass|fixed|is caused by)\b"
-)
-NEXT_RE = re.compile(r"(?i)(\bnext,? i\b|\bnext steps?\b|\bthen i'll\b|\bremaining\b|\bstill (?:need|have) to\b|"
-                     r"\bTODO:|\bi'll now\b|\bnext i\b|\bwhat's left\b)")
-SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
-EXIT_RE = re.compile(r"(?i)(?:exit code|exit status|exited with|\"exit_code\"\s*:)\s*:?\s*(-?\d+)")
-BLOCK_RE = re.compile(r"<(user-message|attached|keep|earlier-summary)( [^>]*)?>\n(.*?)\n</\1>", re.S)
-
-
-# --- small text helpers --------------------------------------------------------------------
-
-def one_line(text: str, limit: int = LINE) -> str:
-    """The first non-empty line, stripped and cut at ``limit`` characters."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
-    return ""
-
-
-def squash(text: str) -> str:
-    """Whitespace collapsed, for comparing a fact with a note."""
-    return " ".join(text.split())
-
-
-FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.S)
-
-
-def sentences(text: str) -> list[str]:
-    """Prose sentences of a reply: code blocks, headings and tables left out."""
-    out = []
-    text = FENCE_RE.sub("\n\n", text)
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", "|")))
-    for para in re.split(r"\n\s*\n|\n(?=\s*(?:[-*]|\d+\.) )", text):
-        for s in SENTENCE_RE.split(" ".join(para.split())):
-            s = s.strip(" -*")
-            if 12 <= len(s) <= LINE:
-                out.append(s)
-    return out
-
-
-def arguments(item: Item) -> dict:
-    """A tool call's arguments as a dict (adapters keep them in ``extra`` or in the text)."""
-    for key in ("input", "arguments", "args"):
-        value = item.extra.get(key) if item.extra else None
-        if isinstance(value, dict):
-            return value
-        if isinstance(value, str):
-            parsed = _json_object(value)
-            return parsed if parsed is not None else {"input": value}
-    text = item.text or ""
-    start = text.find("{")
-    if start >= 0:
-        parsed = _json_object(text[start:])
-        if parsed is not None:
-            return parsed
-    # a free-form input (Codex's apply_patch custom tool): everything after the tool name
-    name = item.tool or ""
-    rest = text[len(name):].lstrip(" :\n") if text.startswith(name) else text
-    return {"input": rest} if rest else {}
-
-
-def _json_object(text: str) -> dict | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text)
-        except ValueError:
-            return None
-    if isinstance(value, str):  # arguments double-encoded as a JSON string
-        return _json_object(value) if value.lstrip().startswith("{") else None
-    return value if isinstance(value, dict) else None
-
-
-def tool_key(name: str | None) -> str:
-    """A tool's name, lower case, without an MCP or namespace prefix."""
-    name = (name or "").lower()
-    return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1] if name not in SHELL_TOOLS else name
-
-
-def shell_script(args: dict) -> str | None:
-    """The command line a shell tool ran (Codex passes ``["bash", "-lc", script]``)."""
-    for key in ("command", "cmd", "script", "commandLine"):
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            if len(value) >= 3 and value[1] in ("-lc", "-c", "/c", "-Command") :
-                return value[2].strip()
-            return shlex.join(value)
-    return None
-
-
-PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
-PATCH_MOVE_RE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
-DIFF_FILE_RE = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
-
-
-def files_of_call(item: Item) -> tuple[list[str], list[str]]:
-    """(files read, files changed) named in one tool call's arguments."""
-    args = arguments(item)
-    key = tool_key(item.tool)
-    read: list[str] = []
-    changed: list[str] = []
-    paths = [args[k] for k in PATH_KEYS if isinstance(args.get(k), str) and args.get(k)]
-    paths += [p for k in ("paths", "file_paths", "files") if isinstance(args.get(k), list)
-              for p in args[k] if isinstance(p, str)]
-    patch = next((v for k in ("input", "patch", "diff") if isinstance(v := args.get(k), str) and v), None)
-    if key in READ_TOOLS or (key == "view" and paths):
-        read += paths
-    elif key == "str_replace_based_edit_tool" or key == "str_replace_editor":
-        (read if args.get("command") == "view" else changed).extend(paths)
-    elif key in WRITE_TOOLS or patch and PATCH_FILE_RE.search(patch):
-        changed += paths
-        if patch:
-            changed += PATCH_FILE_RE.findall(patch) + PATCH_MOVE_RE.findall(patch)
-            if not PATCH_FILE_RE.search(patch):
-                changed += DIFF_FILE_RE.findall(patch)
-    elif key in SHELL_TOOLS or "command" in args and key not in TODO_TOOLS:
-        script = shell_script(args)
-        if script:
-            r, c = _files_of_script(script)
-            read += r
-            changed += c
-    return _unique(read), _unique(changed)
-
-
-def _files_of_script(script: str) -> tuple[list[str], list[str]]:
-    """Files a shell script names as readers' arguments, ``sed -i`` targets or redirections."""
-    read: list[str] = []
-    changed: list[str] = []
-    if "*** Begin Patch" in script:
-        changed += PATCH_FILE_RE.findall(script) + PATCH_MOVE_RE.findall(script)
-        return read, changed
-    for part in re.split(r"&&|\|\||;|\||\n", script):
-        try:
-            words = shlex.split(part, comments=True)
-        except ValueError:
-            continue
-        if not words:
-            continue
-        for i, word in enumerate(words):
-            if word in (">", ">>") and i + 1 < len(words) and _pathlike(words[i + 1]):
-                changed.append(words[i + 1])
-            elif word.startswith(">") and len(word) > 1 and word[1:].lstrip(">") and _pathlike(word.lstrip(">")):
-                changed.append(word.lstrip(">"))
-        cmd = words[0].rsplit("/", 1)[-1]
-        args = [w for w in words[1:] if not w.startswith("-") and w not in (">", ">>")]
-        if cmd in SHELL_READERS:
-            read += [w for w in args if _pathlike(w)]
-        elif cmd == "sed":
-            files = [w for w in args[1:] if _pathlike(w)]
-            (changed if any(w.startswith("-i") for w in words[1:]) else read).extend(files)
-        elif cmd == "tee":
-            changed += [w for w in args if _pathlike(w)]
-    return read, changed
-
-
-def _pathlike(word: str) -> bool:
-    if not word or word.startswith(("$", "-", "<", "&")) or "=" in word or len(word) > 300:
-        return False
-    if word in ("/dev/null", "/dev/stdout", "/dev/stderr") or re.fullmatch(r"\d+", word):
-        return False
-    return "/" in word or bool(re.search(r"\.[A-Za-z0-9]{1,8}$", word))
-
-
-def _unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(v.strip() for v in values if v and v.strip()))
-
-
-def error_line(text: str) -> str | None:
-    """The first line of a tool output that states an error, word for word."""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and ERROR_RE.search(stripped) and not stripped.startswith(CLEARED_PREFIX):
-            return one_line(stripped, ERROR_LINE)
-    return None
-
-
-def exit_code(text: str) -> int | None:
-    """The exit status an output reports near its start or its end, if any."""
-    for part in (text[:2000], text[-2000:]):
-        # most outputs say no "exit": the case-blind regex alone tries every position of both ends
-        match = EXIT_RE.search(part) if "exit" in part.lower() else None
-        if match:
-            return int(match.group(1))
-    return None
+MAX_FACTS = 120
+CHOICE = "The user answered"  # how a user's choice starts under Key decisions
+BLOCK_RE = re.compile(r"<(user-message|attached|keep|earlier-summary)( [^>]*)?>\n(.*?)\n</\1>", re.DOTALL)
 
 
 # --- the digest: facts collected from the items being summarized ------------------------------
@@ -270,10 +93,12 @@ class Digest:
     done: list[str] = field(default_factory=list)
     in_progress: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
+    choices: list[str] = field(default_factory=list)  # the user's answers to the agent's questions
     decisions: list[str] = field(default_factory=list)
     files_read: dict[str, int] = field(default_factory=dict)  # path -> times
     files_changed: dict[str, int] = field(default_factory=dict)
-    commands: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)  # "command  outcome"
+    facts: list[str] = field(default_factory=list)  # tool output lines later steps relied on
     findings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # error strings, word for word
     next_steps: list[str] = field(default_factory=list)
@@ -288,6 +113,8 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
            instructions: str | None = None) -> Digest:
     """Collect a note's facts from the items it replaces. ``text_of`` gives an item's text as
     the agent saw it (the engine resolves placeholders of cleared output from the store)."""
+    from lookout_cli.core.errors import masked
+
     text_of = text_of or (lambda item: item.text)
     d = Digest()
     calls: dict[str, Item] = {}
@@ -296,7 +123,17 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
     first_prompt: Item | None = None
     saw_conversation = False
     todo: list[dict] | None = None
-    for item in items:
+    mentions: dict[str, list[int]] = {}  # value -> where the agent mentions it (its words or calls)
+    outputs: list[tuple[int, str]] = []  # tool outputs, for the values later steps relied on
+    callers: dict[int, Item | None] = {}  # output index -> its call, named in the note when needed
+    call_args: dict[str, dict] = {}
+    replies: list[Item] = []  # the agent's words, oldest first
+    asked: str | None = None  # a question the agent's latest words put to the user
+    asks: dict[str, str] = {}  # call id -> the question a tool put to the user
+    shown_outcomes: dict[int, str] = {}  # output index -> what its command's line already says
+    printed: dict[int, list[str]] = {}  # output index -> the settings its command printed
+    reads: set[str] = set()  # calls that read files
+    for index, item in enumerate(items):
         turns.setdefault(item.turn, []).append(item)
         if item.kind == SUMMARY:
             d.earlier.append(item.text)
@@ -312,65 +149,125 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
                 first_prompt = first_prompt or item
                 if text not in d.user_messages:
                     d.user_messages.append(text)
+                if asked:
+                    d.choices.append(f'{CHOICE} "{one_line(text, 400)}" to the agent\'s question "{asked}"')
+            asked = None
         elif item.kind == TOOL_CALL:
             if item.call_id:
                 calls[item.call_id] = item
-            read, changed = files_of_call(item)
+            args = arguments(item)
+            if item.call_id:
+                call_args[item.call_id] = args
+            read, changed = files_of_call(item, args)
+            if read and item.call_id:
+                reads.add(item.call_id)
             for path in read:
                 d.files_read[path] = d.files_read.get(path, 0) + 1
             for path in changed:
                 d.files_changed[path] = d.files_changed.get(path, 0) + 1
+            for value in values(item.text[:2000]):  # a call's beginning: its command, not a file it writes
+                mentions.setdefault(value, []).append(index)
             key = tool_key(item.tool)
-            args = arguments(item)
             if key in TODO_TOOLS:
                 todo = _todo_items(args) or todo
+            elif key in ASK_TOOLS and item.call_id:
+                asks[item.call_id] = _asked(args)
             elif key in SHELL_TOOLS or ("command" in args and not read and not changed and shell_script(args)):
                 script = shell_script(args)
                 if script:
-                    line = squash(one_line(script, COMMAND))
                     command_index[item.call_id or str(id(item))] = len(d.commands)
-                    d.commands.append(line)
+                    d.commands.append(squash(one_line(script, COMMAND)))
         elif item.kind == TOOL_RESULT:
             text = text_of(item)
-            code = exit_code(text)
-            failed = item.is_error or (code is not None and code != 0)
-            err = error_line(text) if failed or item.is_error else None
-            if failed:
-                call = calls.get(item.call_id or "")
-                where = _call_label(call) if call else (item.tool or "tool")
-                err = err or one_line(text, ERROR_LINE)
+            if item.call_id in asks:
+                answer = one_line(" ".join(text.split()), 400)
+                if answer:
+                    d.choices.append(f'{CHOICE} "{answer}" to the agent\'s question "{asks[item.call_id]}"')
+                continue
+            bad, code = failed(item, text)
+            call = calls.get(item.call_id or "")
+            idx = command_index.pop(item.call_id or "", None)
+            if bad and code in (1, None) and idx is not None and _no_match(d.commands[idx], text):
+                d.commands[idx] += f"{OUTCOME_SEP}→ no match"
+            elif bad:
+                where = call_label(call, call_args.get(call.call_id or "")) if call else (item.tool or "tool")
+                err = error_line(text) or one_line(text, ERROR_LINE)
                 if err and err not in d.errors:
                     d.errors.append(err)
                     d.findings.append(f"{where} failed: {err}")
-                idx = command_index.pop(item.call_id or "", None)
                 if idx is not None:
-                    d.commands[idx] += f"{OUTCOME_SEP}(failed{f', exit {code}' if code not in (None, 0) else ''})"
+                    exit_text = f", exit {code}" if code not in (None, 0) else ""
+                    d.commands[idx] += f"{OUTCOME_SEP}(failed{exit_text})" + (f": {err}" if err else "")
+            elif idx is not None:
+                said = outcome(text)
+                if said:
+                    d.commands[idx] += f"{OUTCOME_SEP}→ {said}"
+                    shown_outcomes[index] = said
+                elif item.call_id not in reads:  # a file's text is not settings a command printed
+                    printed[index] = settings_printed(text)
+            if text:
+                outputs.append((index, text))
+                callers[index] = call
         elif item.role == "assistant" and item.kind == TEXT:
-            for s in sentences(item.text):
+            for value in values(item.text):
+                mentions.setdefault(value, []).append(index)
+            if item.text.strip():
+                replies.append(item)
+            said = sentences(item.text)
+            asked = question(item.text, said)
+            for s in said:
+                if s.endswith("?"):
+                    continue
                 if DECISION_RE.search(s) and s not in d.decisions:
                     d.decisions.append(s)
                 elif FINDING_RE.search(s) and s not in d.findings:
                     d.findings.append(s)
     if first_prompt is not None:
         d.goal = _goal(first_prompt.text)
-    _progress(d, turns)
+    referenced = referenced_lines(outputs, mentions)
+    for index in sorted(set(referenced) | {i for i, lines in printed.items() if lines}):
+        call = callers[index]
+        label = call_label(call, call_args.get(call.call_id or "")) if call else "tool"
+        lines = unique(referenced.get(index, []) + printed.get(index, []))
+        d.facts += [f"{label}: {line}" for line in lines if line not in shown_outcomes.get(index, "")]
+    d.facts = unique(d.facts)[-MAX_FACTS:]
+    # what a command printed may hold a key: the secret gate masks it (once, over all of it)
+    said = [n for n, c in enumerate(d.commands) if OUTCOME_SEP in c]
+    shown = masked("\n".join(d.facts + [d.commands[n] for n in said])).split("\n")
+    if len(shown) == len(d.facts) + len(said):
+        d.facts = shown[:len(d.facts)]
+        for n, text in zip(said, shown[len(d.facts):], strict=True):
+            d.commands[n] = text
+    _progress(d, turns, replies)
     if todo:
         _apply_todo(d, todo)
     if instructions:
         d.keep.append(instructions.strip())
-        d.keep_excerpts = _excerpts(items, instructions)
+        d.keep_excerpts = excerpts(items, instructions, text_of)
     d.decisions = d.decisions[-MAX_DECISIONS:]
     return d
 
 
-def _call_label(call: Item) -> str:
-    args = arguments(call)
-    script = shell_script(args)
-    if script:
-        return f"`{one_line(script, 80)}`"
-    read, changed = files_of_call(call)
-    paths = changed or read
-    return f"{call.tool} {paths[0]}" if paths else (call.tool or "tool")
+SEARCHERS = ("grep ", "rg ", "egrep ", "fgrep ", "ag ", "git grep ")
+
+
+def _no_match(command: str, text: str) -> bool:
+    """A search that found nothing exits 1 with no output: no error."""
+    return command.startswith(SEARCHERS) and not re.sub(r"(?i)exit code:? ?1|wall time:.*|output:", "", text).strip()
+
+
+def _asked(args: dict) -> str:
+    """The question an ask-the-user tool put (Claude Code's AskUserQuestion, Codex's
+    request_user_input): its first question's text."""
+    for key in ("questions", "question", "prompt", "message"):
+        value = args.get(key)
+        if isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, dict):
+            value = value.get("question") or value.get("text") or value.get("header")
+        if isinstance(value, str) and value.strip():
+            return one_line(value, 300)
+    return "(a question)"
 
 
 def _goal(text: str) -> str:
@@ -400,58 +297,46 @@ def _apply_todo(d: Digest, todo: list[dict]) -> None:
             doing.append(text)
         else:
             pending.append(text)
-    d.done = _unique(d.done + [f"{t} (to-do list)" for t in done])
-    d.in_progress = _unique(doing + d.in_progress)
-    d.next_steps = _unique(pending + d.next_steps)
+    d.done = unique(d.done + [f"{t} (to-do list)" for t in done])
+    d.in_progress = unique(doing + d.in_progress)
+    d.next_steps = unique(d.next_steps + pending)
 
 
-def _progress(d: Digest, turns: dict[int, list[Item]]) -> None:
-    """One line per earlier turn: what was asked and how the agent's reply ended."""
+def _progress(d: Digest, turns: dict[int, list[Item]], replies: list[Item]) -> None:
+    """One line per earlier turn (what was asked and how the agent's reply ended); the work in
+    progress and the next steps from the agent's latest words."""
     numbered = [t for t in sorted(turns) if any(i.prompt for i in turns[t])]
     for n in numbered:
         group = turns[n]
         prompt = next(i for i in group if i.prompt)
-        replies = [i for i in group if i.role == "assistant" and i.kind == TEXT and i.text.strip()]
+        said = [i for i in group if i.role == "assistant" and i.kind == TEXT and i.text.strip()]
         calls = [i for i in group if i.kind == TOOL_CALL]
         last = next((i for i in reversed(group) if i.kind in (TEXT, TOOL_CALL, TOOL_RESULT)), None)
         asked = one_line(prompt.text, 120)
-        outcome = one_line(" ".join(sentences(replies[-1].text)[:2]) or replies[-1].text, 200) if replies else ""
+        ended = one_line(" ".join(sentences(said[-1].text)[:2]) or said[-1].text, 200) if said else ""
         line = f"Asked: \"{asked}\""
         if calls:
             line += f" ({len(calls)} tool call{'s' if len(calls) != 1 else ''})"
-        if outcome:
-            line += f" → {outcome}"
+        if ended:
+            line += f" → {ended}"
         if last is not None and last.kind == TOOL_RESULT and last.is_error:
             d.blocked.append(line + " (its last tool call failed)")
         elif n == numbered[-1] and last is not None and last.kind != TEXT:
             d.in_progress.append(line)
         else:
             d.done.append(line)
-        if n == numbered[-1] and replies:
-            for s in sentences(replies[-1].text):
-                if NEXT_RE.search(s):
-                    d.next_steps.append(s)
-
-
-STOPWORDS = set("""a an the and or of to in on for with that this these those is are be it its keep kept
-full fully detail details detailed all any about from into please make sure summary summarize summarise
-what which who how when where every each must should would could not no do does did as at by""".split())
-
-
-def _excerpts(items: Sequence[Item], instructions: str) -> list[str]:
-    """Messages that mention what ``--instructions`` names, kept whole."""
-    words = [w for w in re.findall(r"[A-Za-z0-9_./-]{3,}", instructions.lower()) if w not in STOPWORDS]
-    if not words:
-        return []
-    found = []
-    for item in items:
-        if item.kind not in (TEXT, SUMMARY) or not item.text.strip():
-            continue
-        low = item.text.lower()
-        hits = sum(1 for w in words if w in low)
-        if hits >= max(1, (len(words) + 1) // 2) and item.text.strip() not in found:
-            found.append(item.text.strip())
-    return found
+    # the agent's latest words that say what comes next (its final words may be only "Done.")
+    for item in reversed(replies[-3:]):
+        steps = next_steps(item.text)
+        if steps:
+            d.next_steps = steps
+            break
+        if len(sentences(item.text)) > 2:  # words of substance that name no next step: none is stale
+            break
+    if replies:
+        now = [f"{s} (the agent's latest words)" for s in current_work(replies[-1].text)
+               if s not in d.next_steps]
+        d.in_progress += now[:2]
 
 
 def merge(old: Digest, new: Digest) -> Digest:
@@ -462,6 +347,7 @@ def merge(old: Digest, new: Digest) -> Digest:
     merged.done = _unique_keep(old.done + old.in_progress + new.done)
     merged.in_progress = new.in_progress or ([] if new.done else old.in_progress)
     merged.blocked = new.blocked
+    merged.choices = _unique_keep(old.choices + new.choices)
     merged.decisions = _unique_keep(old.decisions + new.decisions)[-MAX_DECISIONS * 2:]
     merged.files_read = dict(old.files_read)
     for path, n in new.files_read.items():
@@ -470,6 +356,7 @@ def merge(old: Digest, new: Digest) -> Digest:
     for path, n in new.files_changed.items():
         merged.files_changed[path] = merged.files_changed.get(path, 0) + n
     merged.commands = old.commands + new.commands
+    merged.facts = _unique_keep(old.facts + new.facts)[-MAX_FACTS * 2:]
     merged.findings = _unique_keep(old.findings + new.findings)
     merged.errors = _unique_keep(old.errors + new.errors)
     merged.next_steps = new.next_steps or old.next_steps
@@ -489,7 +376,7 @@ def _unique_keep(values: Iterable[str]) -> list[str]:
 
 SECTIONS = (
     "Goal", "Constraints and preferences", "Progress", "Key decisions", "Files",
-    "Commands run", "Findings and errors", "Next steps", "Keep in full detail", "Earlier summary",
+    "Commands run", "Facts from tool output", "Findings and errors", "Next steps", "Keep in full detail", "Earlier summary",
     "Rules and skills as attached", "Original context",
 )
 
@@ -529,8 +416,8 @@ def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool]) -> dict[s
     """Cut more of the note's lists, least useful first, until ``fits`` says it fits."""
     cut = dict(cut)
     # what goes first: the least useful for continuing the work
-    order = ["decisions", "done", "findings", "files_read", "commands", "keep_excerpts", "attached",
-             "earlier", "errors", "files_changed", "user_messages"]
+    order = ["decisions", "done", "findings", "files_read", "commands", "facts", "attached", "earlier",
+             "choices", "errors", "keep_excerpts", "files_changed", "user_messages"]
     for name in order:
         fit = fits(_render(d, cut))  # each cut is rendered and sized once: a long session's note is large
         while not fit:
@@ -599,7 +486,9 @@ def _render(d: Digest, cut: dict[str, int]) -> str:
     out.append("")
 
     out += ["## Key decisions"]
-    out += _more("decisions", cut) + ([f"- {x}" for x in _kept(d, "decisions", cut)] or ["- (none recorded)"])
+    decided = _more("choices", cut, "answers") + [f"- {x}" for x in _kept(d, "choices", cut)]
+    decided += _more("decisions", cut) + [f"- {x}" for x in _kept(d, "decisions", cut)]
+    out += decided or ["- (none recorded)"]
     out.append("")
 
     out += ["## Files", "### Changed"]
@@ -614,6 +503,12 @@ def _render(d: Digest, cut: dict[str, int]) -> str:
     out += _more("commands", cut, "commands") + ([_command_line(c) for c in _kept(d, "commands", cut)]
                                                  or ["- (none)"])
     out.append("")
+
+    if d.facts:
+        out += ["## Facts from tool output",
+                "Lines of output that later steps relied on, and settings commands printed, word for word:"]
+        out += _more("facts", cut, "facts") + [f"- {x}" for x in _kept(d, "facts", cut)]
+        out.append("")
 
     out += ["## Findings and errors"]
     findings = _kept(d, "findings", cut)[-MAX_FINDINGS:]
@@ -652,8 +547,8 @@ def _render(d: Digest, cut: dict[str, int]) -> str:
 
 
 def _command_line(command: str) -> str:
-    line, sep, outcome = command.partition(OUTCOME_SEP)
-    return f"- `{line}`" + (f"{OUTCOME_SEP}{outcome}" if sep else "")
+    line, sep, said = command.partition(OUTCOME_SEP)
+    return f"- `{line}`" + (f"{OUTCOME_SEP}{said}" if sep else "")
 
 
 def _file_line(path: str, n: int, what: str) -> str:
@@ -686,7 +581,10 @@ def parse(text: str) -> Digest | None:
     d.done = _bullets(progress.get("Done", []))
     d.in_progress = _bullets(progress.get("In progress", []))
     d.blocked = _bullets(progress.get("Blocked", []))
-    d.decisions = _bullets(sections.get("Key decisions", []))
+    decided = _bullets(sections.get("Key decisions", []))
+    d.choices = [x for x in decided if x.startswith(CHOICE)]
+    d.decisions = [x for x in decided if not x.startswith(CHOICE)]
+    d.facts = _bullets(sections.get("Facts from tool output", []))
     files = _subsections(sections.get("Files", []))
     d.files_changed = _files(files.get("Changed", []))
     d.files_read = _files(files.get("Read", []))
@@ -748,10 +646,12 @@ def _files(lines: list[str]) -> dict[str, int]:
 
 
 def _command(bullet: str) -> str:
-    match = re.match(r"`(.*)`(?:  (\(.*\)))?$", bullet)
-    if not match:
+    if not bullet.startswith("`"):
         return bullet
-    return match.group(1) + (f"{OUTCOME_SEP}{match.group(2)}" if match.group(2) else "")
+    line, sep, said = bullet[1:].partition("`" + OUTCOME_SEP)
+    if sep:
+        return line + OUTCOME_SEP + said
+    return line.removesuffix("`")
 
 
 # --- facts that must survive -------------------------------------------------------------------
@@ -762,46 +662,58 @@ class Facts:
     files: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)  # lines of tool output later steps relied on
+
+    KINDS: ClassVar[dict[str, str]] = {"instruction": "instructions", "file": "files", "command": "commands", "error": "errors",
+             "value": "values"}
 
     def all(self) -> list[tuple[str, str]]:
-        return ([("instruction", x) for x in self.instructions] + [("file", x) for x in self.files]
-                + [("command", x) for x in self.commands] + [("error", x) for x in self.errors])
+        return [(kind, x) for kind, name in self.KINDS.items() for x in getattr(self, name)]
 
     def __len__(self) -> int:
         return len(self.all())
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {"instructions": self.instructions, "files": self.files,
-                "commands": self.commands, "errors": self.errors}
+        return {name: getattr(self, name) for name in self.KINDS.values()}
 
 
 def must_survive(d: Digest) -> Facts:
     """What any note must still say: the user's instructions (their messages and
-    ``--instructions``), the files touched, the commands run and the error strings seen."""
+    ``--instructions``), the files touched, the commands run, the error strings seen and the
+    values of tool output that later steps relied on."""
     return Facts(
         instructions=_unique_keep(d.user_messages + d.keep),
         files=_unique_keep(list(d.files_changed) + list(d.files_read)),
         commands=_unique_keep(c.partition(OUTCOME_SEP)[0] for c in d.commands),
         errors=_unique_keep(d.errors),
+        values=_unique_keep(d.facts),
     )
 
 
 def missing(note: str, facts: Facts) -> Facts:
-    """The facts a note does not contain (compared with whitespace collapsed)."""
+    """The facts a note does not contain (compared with whitespace collapsed; a line of tool
+    output counts as kept when every value it holds is in the note, in any wording)."""
     flat = squash(note)
     lost = Facts()
     for kind, fact in facts.all():
-        if squash(fact) not in flat:
-            getattr(lost, {"instruction": "instructions", "file": "files", "command": "commands",
-                           "error": "errors"}[kind]).append(fact)
+        if kind == "value":
+            line = fact.partition(": ")[2] or fact
+            held = values(line) or [squash(line)]
+            kept = any(v in flat for v in held)  # the line holds the value a later step used
+        else:
+            kept = squash(fact) in flat
+        if not kept:
+            getattr(lost, Facts.KINDS[kind]).append(fact)
     return lost
 
 
 def pin(note: str, d: Digest) -> str:
-    """Add to a note (from any summarizer) the user messages and file lists it lost, word for
-    word: those facts are pinned outside the summarizer's judgement."""
+    """Add to a note (from any summarizer) what it lost of the user's messages, the files, the
+    error strings, the facts from tool output and what ``--instructions`` named, word for word:
+    those are pinned outside the summarizer's judgement."""
     facts = must_survive(d)
-    lost = missing(note, Facts(instructions=facts.instructions, files=facts.files))
+    lost = missing(note, Facts(instructions=facts.instructions, files=facts.files, errors=facts.errors,
+                               values=facts.values))
     extra = []
     if lost.instructions:
         extra += ["## The user's messages, word for word",
@@ -812,6 +724,15 @@ def pin(note: str, d: Digest) -> str:
         extra += ["## Files (from the tool calls)"]
         extra += (["### Changed"] + [f"- {p}" for p in changed] if changed else [])
         extra += (["### Read"] + [f"- {p}" for p in read] if read else [])
+        extra.append("")
+    if lost.errors or lost.values:
+        extra += ["## Errors and facts from tool output, word for word"]
+        extra += [f"- Error: {e}" for e in lost.errors] + [f"- {v}" for v in lost.values]
+        extra.append("")
+    flat = squash(note)
+    kept = [e for e in d.keep_excerpts if not all(v in flat for v in values(e) or [squash(e)])]
+    if kept:  # what --instructions named, in full, wherever the transcript had it
+        extra += ["## Keep in full detail, as asked"] + [part for e in kept for part in ("<keep>", e, "</keep>")]
         extra.append("")
     if not extra:
         return note

@@ -15,7 +15,10 @@ The stages (SPEC §4 "compact"; seeds 000, 001, 003; research/compaction.md):
    budget (the calls of one step share a third of it), keeps its beginning and end.
 3. **summarize**: the turns before ``keep_from`` become one note. The split lands on a user
    prompt, keeps the last ``tail_turns`` turns within ``preserve_recent_tokens`` (always the
-   latest), and never puts output the agent has not read yet into the summary.
+   latest), and never puts output the agent has not read yet into the summary. When the latest
+   turn alone is the whole conversation or far over that budget (one long autonomous turn),
+   the split lands inside it on a step boundary (``inside_turn``): the request stays word for
+   word, the note covers the steps since it, the most recent steps stay.
 4. **shorten**: still over the goal with the summary in place: clear output the kept steps
    already read, then shorten unread output, largest first, keeping its beginning and end.
 5. **truncate**: drop the oldest turns, whole turns at a time, keeping the latest.
@@ -57,6 +60,7 @@ class Settings:
     fit_at: int = 170_000  # the goal: below the point where compaction is due
     shorten_at: int = 170_000  # "still over 85%": shorten above this
     summary_point: int = 170_000
+    target: int = 80_000  # where a compaction aims to land (compaction.target_percent of the budget)
     prune: bool = True
     protect_tokens: int = 40_000
     protect_turns: int = 2
@@ -255,6 +259,8 @@ class Split:
     head_tokens: int = 0
     setup_tokens: int = 0
     reason: str | None = None  # why there is nothing to summarize
+    request: list[int] = field(default_factory=list)  # a split inside a turn: the request's items, kept
+    # word for word before ``keep_from`` (the first item of the first step kept)
 
 
 def plan_split(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Split:
@@ -268,7 +274,79 @@ def plan_split(items: Sequence[Item], tokens: Sequence[int], s: Settings) -> Spl
             break
         keep = p
         taken += 1
-    return split_at(items, tokens, before_unread(items, starts, keep))
+    keep = before_unread(items, starts, keep)
+    split = split_at(items, tokens, keep)
+    if keep == starts[-1] and (split.keep_from is None or split.tail_tokens > 2 * s.preserve_recent_tokens):
+        # the recent steps: within preserve_recent_tokens and a quarter of the conversation (as
+        # opencode's default), so that what stays is well under half of it
+        conversation = sum(t for item, t in zip(items, tokens) if item.kind != SETUP)
+        inside = inside_turn(items, tokens, keep, min(s.preserve_recent_tokens, conversation // 4),
+                             s.preserve_recent_tokens)
+        if inside is not None:
+            return inside
+    return split
+
+
+def request_end(items: Sequence[Item], prompt: int) -> int:
+    """The index after the request that starts at ``prompt``: its message and the user-side
+    items that follow it (attachments, an expanded command) up to the agent's first reply."""
+    end = prompt + 1
+    while end < len(items) and items[end].role not in ASSISTANT_ROLES and items[end].kind != TOOL_RESULT \
+            and not items[end].prompt:
+        end += 1
+    return end
+
+
+def step_starts(items: Sequence[Item], start: int) -> list[int]:
+    """Indexes from ``start`` on where a step begins and a cut may land: the first of a run of
+    the agent's items, with every call made before it answered before it (never between a call
+    and its result, never inside a group of parallel calls). Unread output follows the agent's
+    last item, so a cut here never passes it."""
+    open_calls: set[str] = set()
+    found = []
+    for i in range(start, len(items)):
+        item = items[i]
+        if item.role in ASSISTANT_ROLES and item.kind in (TEXT, THINKING, TOOL_CALL) \
+                and items[i - 1].role not in ASSISTANT_ROLES and not open_calls and i > start:
+            found.append(i)
+        if item.kind == TOOL_CALL and item.call_id:
+            open_calls.add(item.call_id)
+        elif item.kind == TOOL_RESULT and item.call_id:
+            open_calls.discard(item.call_id)
+    return found
+
+
+def inside_turn(items: Sequence[Item], tokens: Sequence[int], prompt: int, recent: int,
+                fits: int | None = None) -> Split | None:
+    """The split inside the turn that starts at ``prompt``: its request kept word for word, the
+    earliest step boundary whose steps fit ``recent`` tokens kept (at least the last step), and
+    everything else but the setup summarized. None when no step can go, or when the turn's
+    steps fit ``fits`` tokens (default ``recent``) as they are."""
+    rs, re_ = message_start(items, prompt), request_end(items, prompt)
+    if sum(tokens[re_:]) <= (recent if fits is None else fits):  # its steps fit as they are
+        return None
+    cuts = [c for c in step_starts(items, re_) if any(items[i].kind in CONVERSATION and tokens[i] > 0
+                                                       for i in range(re_, c))]
+    if not cuts:
+        return None
+    c, tail = cuts[-1], sum(tokens[cuts[-1]:])
+    for cut in reversed(cuts[:-1]):  # back from the last step while the steps fit
+        tail += sum(tokens[cut:c])
+        if tail > recent:
+            break
+        c = cut
+    return inside_at(items, tokens, prompt, c)
+
+
+def inside_at(items: Sequence[Item], tokens: Sequence[int], prompt: int, cut: int) -> Split:
+    """The split inside the turn that starts at ``prompt`` that keeps its request and the steps
+    from ``cut`` (one of ``step_starts``) on."""
+    rs, re_ = message_start(items, prompt), request_end(items, prompt)
+    head = [i for i in range(rs) if items[i].kind != SETUP] + [i for i in range(re_, cut) if items[i].kind != SETUP]
+    request = list(range(rs, re_))
+    return Split(cut, head, [i for i in head if items[i].kind == SUMMARY], 1,
+                 sum(tokens[i] for i in request) + sum(tokens[cut:]), sum(tokens[i] for i in head),
+                 sum(tokens[i] for i in range(len(items)) if items[i].kind == SETUP), request=request)
 
 
 def earliest_keep(items: Sequence[Item], tail_turns: int) -> int | None:
@@ -310,6 +388,8 @@ def note_budget(split: Split, s: Settings, room: int | None = None) -> int:
     """Tokens the note may take: at most ``summary_tokens``, under what it replaces, and within
     the room the goal leaves beside the setup and the kept tail."""
     budget = min(s.summary_tokens, int(split.head_tokens * 0.6))
+    if split.request:  # a split inside a turn: a tenth of the steps it replaces (at least 2,000)
+        budget = min(budget, max(2_000, split.head_tokens // 10))
     if room is not None and room > 0:
         budget = min(budget, room)
     return max(budget, 0)
@@ -395,3 +475,30 @@ def truncate_at(items: Sequence[Item], tokens: Sequence[int], keep: int) -> Trun
     if not any(items[i].kind in CONVERSATION for i in before):
         return TruncatePlan(None, reason="nothing to drop: the kept turns are the whole conversation")
     return TruncatePlan(keep, sum(1 for p in prompts(items) if p < keep), sum(tokens[i] for i in before))
+
+
+def truncate_steps(items: Sequence[Item], tokens: Sequence[int], goal: int, fixed: int = 0) -> tuple[int, list[int]] | None:
+    """Truncation inside the latest turn: its request stays, and the oldest steps go, whole
+    steps at a time (pairs and parallel calls together), until the rest fits ``goal`` beside
+    the setup and ``fixed``; at least the last step stays. Returns the first kept step's index
+    and the request's items, or None when no step can go."""
+    starts = prompts(items)
+    if not starts:
+        return None
+    prompt = before_unread(items, starts, starts[-1])
+    rs, re_ = message_start(items, prompt), request_end(items, prompt)
+    cuts = step_starts(items, re_)
+    if re_ < len(items) and items[re_].role in ASSISTANT_ROLES and any(
+            items[i].kind in (*CONVERSATION, SUMMARY) for i in range(rs)):
+        cuts.insert(0, re_)  # what came before the request (a summary, earlier turns) can go alone
+    if not cuts:
+        return None
+    setup = sum(t for item, t in zip(items, tokens) if item.kind == SETUP)
+    request = list(range(rs, re_))
+    base = fixed + setup + sum(tokens[i] for i in request)
+    tail = sum(tokens[cuts[0]:])
+    for c, following in zip(cuts, [*cuts[1:], len(items)]):
+        if base + tail <= goal:
+            return c, request
+        tail -= sum(tokens[c:following])
+    return cuts[-1], request

@@ -9,6 +9,13 @@
   name of the environment variable holding the key are settings; HTTP goes through the
   standard library with one deadline for the whole call (retries on 429/529/5xx included).
 
+A model is asked for a note that fits its output limit (the length the prompt asks for is the
+``max_tokens`` sent), with a prompt that fits its input window (the models file's, or
+``compaction.summary_context_window``): a conversation larger than that is summarized in parts,
+each part updating the summary of the parts before it (the way a second compaction updates
+the first note). The note is then checked against the facts that must survive, and the model
+is asked once more for the errors and tool-output facts it left out.
+
 Whatever writes it, a note is checked before it is used (``check``): an empty note, an error
 message in its place, a note cut off by its maker's output limit, or a note longer than what it
 replaces is rejected with a one-line reason, and the transcript stays as it was.
@@ -107,53 +114,237 @@ class Embedded(Summarizer):
         return summary_note.render(request.digest, request.budget, request.count)
 
 
-def prompt(request: Request) -> str:
-    """The user message for a summarizing model: earlier summary, instructions, the
-    conversation (tool outputs cut), and the facts that must survive."""
+OVERHEAD = 200  # tokens of a request's framing (roles, JSON) counted on top of its texts
+FACTS_SHARE = 8  # the list of facts to keep may take up to 1/8 of a prompt
+KEEP_CHARS = 24_000  # of the passages --instructions names, quoted in each prompt
+
+
+def prompt(request: Request, conversation: str | None = None, previous: Sequence[str] | None = None,
+           out: int | None = None, facts: Sequence[str] | None = None, part: tuple[int, int] = (1, 1)) -> str:
+    """The user message for a summarizing model: the summary so far (earlier summaries, or the
+    summary of the parts before this one), instructions, the conversation (tool outputs cut),
+    and the facts that must survive. With no ``conversation``, all of it in one part."""
+    previous = request.previous if previous is None else previous
     parts = []
-    if request.previous:
+    if previous:
         parts.append("A summary of an even earlier part already exists. UPDATE it: keep what is still "
                      "true, drop what is stale, merge in the new facts; do not summarize it again.\n"
-                     "<previous-summary>\n" + "\n\n".join(p.strip() for p in request.previous)
+                     "<previous-summary>\n" + "\n\n".join(p.strip() for p in previous)
                      + "\n</previous-summary>")
     if request.instructions:
+        named = "\n\n".join(request.digest.keep_excerpts)[:KEEP_CHARS]  # what it names, tool output too
         parts.append("The user asks that the summary keep this in full detail:\n<keep>\n"
-                     + request.instructions.strip() + "\n</keep>")
-    parts.append("<conversation>\n" + summary_note.transcript_text(
-        [i for i in request.items if i.kind != "summary"], request.text_of) + "\n</conversation>")
-    facts = summary_note.must_survive(request.digest)
-    listed = [f"- {kind}: {text if len(text) < 300 else text[:297] + '…'}" for kind, text in facts.all()
-              if kind != "instruction"]
+                     + request.instructions.strip() + "\n</keep>"
+                     + (f"\nThe transcript holds it here; keep these in full:\n{named}" if named else ""))
+    if conversation is None:
+        conversation = summary_note.transcript_text([i for i in request.items if i.kind != "summary"],
+                                                    request.text_of)
+    if part[1] > 1:
+        parts.append(f"The conversation is long: this is part {part[0]} of {part[1]}, in order"
+                     + ("; the summary above covers the parts before it." if part[0] > 1 else "."))
+    parts.append("<conversation>\n" + conversation + "\n</conversation>")
+    listed = _facts_listing(request) if facts is None else list(facts)
     if listed:
-        parts.append("These must appear in the summary exactly as written:\n" + "\n".join(listed[:200]))
-    parts.append(f"Write the summary now, in at most about {request.budget:,} tokens.")
+        parts.append("These must appear in the summary exactly as written:\n" + "\n".join(listed))
+    parts.append(f"Write the summary now, in at most about {out or request.budget:,} tokens.")
     return "\n\n".join(parts)
 
 
-class Command(Summarizer):
-    """``command:CMD``: the prompt on standard input, the note on standard output."""
+def _facts_listing(request: Request, within: str | None = None) -> list[str]:
+    """The facts to keep as the prompt lists them (those ``within`` holds, when given)."""
+    facts = summary_note.must_survive(request.digest)
+    out = []
+    for kind, text in facts.all():
+        if kind == "instruction" or (within is not None and text.partition(": ")[2 if kind == "value" else 0][:80]
+                                     not in within):
+            continue
+        out.append(f"- {kind}: {text if len(text) < 300 else text[:297] + '…'}")
+    return out[:200]
+
+
+@dataclass
+class Limits:
+    """What one request to the summary model may hold."""
+
+    prompt: int  # tokens of the whole prompt (system and user message)
+    out: int  # tokens of the answer: the length asked for and the limit sent
+    count: Callable[[str], int]  # the summary model's tokens (tiktoken's stand-in for other makers)
+    window: int
+    model: str
+
+
+def limits(model: str | None, window: int | None, budget: int) -> Limits:
+    """The summary model's input room and output limit: its window from the models file, or
+    ``window`` (compaction.summary_context_window) when given; the answer asked for is the note's
+    budget within the model's output limit, and a single-window model's prompt leaves room for it."""
+    from lookout_cli.tokens import tokenizer
+    from lookout_cli.tokens.models import lookup
+
+    info = lookup(model)
+    total = int(window) if window else info.context_window
+    out = max(1, min(budget, info.max_output or budget, total // 4))
+    room = total - out
+    if info.input_limit is not None and not window:
+        room = min(room, info.input_limit)
+    margin = 0.97 if info.exact_tokenizer else 0.85  # another maker's tokenizer counts more
+    encoding = info.encoding
+    return Limits(prompt=int(room * margin) - OVERHEAD, out=out, window=total, model=info.name,
+                  count=lambda text: tokenizer.count(text, encoding))
+
+
+def plan_parts(request: Request, lim: Limits, system: str) -> list[str]:
+    """The conversation cut into parts whose prompts fit ``lim.prompt`` tokens (one part when
+    it all fits): whole items where they can, a single item too large for a part cut to fit."""
+    items = [i for i in request.items if i.kind != "summary"]
+    texts = list(summary_note.transcript_parts(items, request.text_of))
+    sizes = [lim.count(text) for text in texts]
+    fixed = lim.count(system) + lim.count(prompt(request, "", request.previous, lim.out, []))
+    listing = "\n".join(_facts_listing(request))
+    facts = min(lim.count(listing), lim.prompt // FACTS_SHARE)
+    if fixed + facts + sum(sizes) + len(texts) <= lim.prompt:
+        return ["".join(texts)]
+    anchor = lim.out + 64  # the summary of the parts before, at most the answer's length
+    room = lim.prompt - fixed - facts - anchor - lim.count(prompt(request, "", ["x"], lim.out, [], (9, 9)))
+    if room < 1_000:
+        raise SummaryFailed(f"the summary model's window ({lim.window:,} tokens) leaves no room for the "
+                            f"conversation next to a {lim.out:,}-token summary")
+    parts: list[str] = []
+    current: list[str] = []
+    size = 0
+    for text, n in zip(texts, sizes, strict=True):
+        if n > room:  # one item larger than a part: its beginning and end
+            chars = int(len(text) * room / n * 0.9)
+            text = text[: chars // 2] + "\n… [cut to fit the summary model] …\n" + text[-(chars // 2):]
+            n = lim.count(text)
+        if current and size + n > room:
+            parts.append("".join(current).lstrip("\n"))
+            current, size = [], 0
+        current.append(text)
+        size += n
+    if current:
+        parts.append("".join(current).lstrip("\n"))
+    return parts
+
+
+class Model(Summarizer):
+    """A summarizer that asks a model (through a command or an endpoint): the prompt fitted to
+    its window, in parts when the conversation is larger, then one pass for what it left out."""
 
     external = True
+    model: str | None = None
+    window: int | None = None  # compaction.summary_context_window
+    timeout: float = DEFAULT_TIMEOUT
 
-    def __init__(self, command: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def ask(self, system: str, user: str, out: int, deadline: float) -> str:
+        """One answer of the model (raises SummaryFailed)."""
+        raise NotImplementedError
+
+    def summarize(self, request: Request) -> str:
+        deadline = time.monotonic() + self.timeout
+        lim = limits(self.model, self.window, request.budget)
+        parts = plan_parts(request, lim, SYSTEM_PROMPT)
+        self.parts = len(parts)
+        previous: list[str] = list(request.previous)
+        note = ""
+        for n, conversation in enumerate(parts, 1):
+            facts = _fit_facts(_facts_listing(request, None if len(parts) == 1 else conversation), lim)
+            text = prompt(request, conversation, previous, lim.out, facts, (n, len(parts)))
+            note = self.scrub(self.ask(SYSTEM_PROMPT, text, lim.out, deadline))
+            if n < len(parts):
+                note = _usable(note, f"part {n} of {len(parts)}")
+                previous = [note]
+        return self.verify(request, note, lim, deadline)
+
+    def verify(self, request: Request, note: str, lim: Limits, deadline: float) -> str:
+        """Ask once more for the error strings and tool-output facts a note left out (the note
+        is small, so this costs little); a failed or worse answer keeps the first note."""
+        text = note.strip()
+        if not text or ERROR_NOTE_RE.match(text) or time.monotonic() >= deadline:
+            return note  # check() refuses it
+        if request.count(text) >= request.replaced_tokens:
+            return note
+        facts = summary_note.must_survive(request.digest)
+        lost = summary_note.missing(note, summary_note.Facts(errors=facts.errors, values=facts.values))
+        if not len(lost):
+            return note
+        listed = _fit_facts([f"- {kind}: {text}" for kind, text in lost.all()], lim)
+        ask = ("Your summary below leaves out facts the agent needs. Return the whole summary again, in the "
+               "same sections, with each of these worked in where it belongs, exactly as written:\n"
+               + "\n".join(listed) + "\n\n<draft-summary>\n" + note.strip() + "\n</draft-summary>")
+        if lim.count(SYSTEM_PROMPT) + lim.count(ask) > lim.prompt:
+            return note
+        try:
+            better = self.scrub(self.ask(SYSTEM_PROMPT, ask, lim.out, deadline))
+        except SummaryFailed:
+            return note
+        again = summary_note.missing(better, summary_note.Facts(errors=facts.errors, values=facts.values))
+        if not better.strip() or ERROR_NOTE_RE.match(better.strip()) or len(again) >= len(lost):
+            return note
+        self.verified = len(lost) - len(again)
+        return better
+
+    def scrub(self, text: str) -> str:
+        """The answer without the summarizer's own secret, should the model repeat it."""
+        return text
+
+    def describe(self) -> str:
+        parts = getattr(self, "parts", 1)
+        return self.label() + (f", {parts} parts merged" if parts > 1 else "")
+
+    def label(self) -> str:
+        return self.name
+
+
+def _fit_facts(listed: list[str], lim: Limits) -> list[str]:
+    """As many of ``listed`` as fit an eighth of a prompt."""
+    out, size = [], 0
+    for line in listed:
+        size += lim.count(line) + 1
+        if size > lim.prompt // FACTS_SHARE:
+            break
+        out.append(line)
+    return out
+
+
+def _usable(note: str, what: str) -> str:
+    text = (note or "").strip()
+    if not text:
+        raise SummaryFailed(f"the summary of {what} is empty")
+    if ERROR_NOTE_RE.match(text) and len(text) < 2_000:
+        raise SummaryFailed(f"the summary of {what} is an error message: {masked(summary_note.one_line(text, 120))}")
+    return text
+
+
+class Command(Model):
+    """``command:CMD``: the prompt on standard input, the note on standard output. Its window
+    is the ``--summary-model``'s when given, else compaction.summary_context_window, else the
+    models file's default (200,000)."""
+
+    def __init__(self, command: str, timeout: float = DEFAULT_TIMEOUT, model: str | None = None,
+                 window: int | None = None) -> None:
         if not command.strip():
             raise SummaryFailed("the command summarizer needs a command: --summarizer command:'CMD'")
         self.command = command
         self.timeout = timeout
+        self.model = model
+        self.window = window
         self.name = "command"
 
-    def describe(self) -> str:
+    def label(self) -> str:
         return f"command {shlex.quote(self.command)}"
 
-    def summarize(self, request: Request) -> str:
-        text = SYSTEM_PROMPT + "\n\n" + prompt(request)
+    def ask(self, system: str, user: str, out: int, deadline: float) -> str:
+        text = system + "\n\n" + user
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SummaryFailed(f"the summary command took longer than {self.timeout:g} s")
         try:
             proc = subprocess.Popen(self.command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise SummaryFailed(f"could not start the summary command: {exc.strerror or exc}") from None
         try:
-            out, err = proc.communicate(text.encode("utf-8", "surrogatepass"), timeout=self.timeout)
+            answer, err = proc.communicate(text.encode("utf-8", "surrogatepass"), timeout=left)
         except subprocess.TimeoutExpired:
             _kill(proc)
             raise SummaryFailed(f"the summary command took longer than {self.timeout:g} s") from None
@@ -165,7 +356,10 @@ class Command(Summarizer):
             last = masked(last)  # a command's error may echo its key
             raise SummaryFailed(f"the summary command exited with status {proc.returncode}"
                                 + (f": {last}" if last else ""))
-        return out.decode("utf-8", "replace")
+        if len(answer) > MAX_ANSWER_BYTES:
+            raise SummaryFailed(f"the summary command wrote {len(answer):,} bytes, over the "
+                                f"{MAX_ANSWER_BYTES:,}-byte cap")
+        return answer.decode("utf-8", "replace")
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -176,16 +370,15 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.communicate()
 
 
-class Http(Summarizer):
+class Http(Model):
     """A model behind an HTTP endpoint (stdlib urllib, JSON in and out). The timeout is one
     deadline for the whole call, retries included; 429, 529 and 5xx answers are retried with
     backoff (honouring ``Retry-After``); an answer over ``MAX_ANSWER_BYTES`` is refused unread."""
 
-    external = True
     provider = "openai"
 
     def __init__(self, model: str | None, base_url: str | None = None, key_env: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, window: int | None = None) -> None:
         if not model:
             raise SummaryFailed(f"the {self.provider} summarizer needs a model: --summary-model NAME "
                                 "or compaction.model")
@@ -193,14 +386,18 @@ class Http(Summarizer):
         self.base_url = (base_url or DEFAULT_URLS[self.provider]).rstrip("/")
         self.key_env = key_env or DEFAULT_KEYS[self.provider]
         self.timeout = timeout
+        self.window = window
         self.name = self.provider
 
-    def describe(self) -> str:
+    def label(self) -> str:
         return f"{self.provider} {self.model} at {self.base_url}"
 
     @property
     def key(self) -> str | None:
         return os.environ.get(self.key_env) or None
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self.key, "[$" + self.key_env + "]") if self.key and text else text
 
     def error_detail(self, payload: bytes) -> str:
         """An error answer's message, without the key: an endpoint may echo it, and the secret
@@ -210,8 +407,9 @@ class Http(Summarizer):
             text = text.replace(self.key, "[$" + self.key_env + "]")
         return _error_detail(text.encode())
 
-    def post(self, url: str, body: dict, headers: dict[str, str]) -> dict:
-        deadline = time.monotonic() + self.timeout
+    def post(self, url: str, body: dict, headers: dict[str, str], deadline: float | None = None) -> dict:
+        """The answer's JSON object, by ``deadline`` (the whole summary's; else this call's)."""
+        deadline = time.monotonic() + self.timeout if deadline is None else deadline
         late = f"the {self.provider} endpoint {url} took longer than {self.timeout:g} s"
         data = json.dumps(body).encode()
         for attempt in range(RETRIES + 1):
@@ -331,9 +529,15 @@ def _retry_wait(retry_after: str | None, attempt: int) -> float:
     """Seconds before retry ``attempt`` (0 first): what ``Retry-After`` asks, else exponential
     backoff with jitter (0.5-1 s, 1-2 s, 2-4 s) so that clients do not retry in step."""
     with contextlib.suppress(TypeError, ValueError):
-        seconds = float(retry_after)  # an HTTP date is rare from model APIs: back off instead
+        seconds = float(retry_after)
         if 0 <= seconds < float("inf"):
             return seconds
+    with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):  # an HTTP date
+        from email.utils import parsedate_to_datetime
+
+        when = parsedate_to_datetime(retry_after)
+        if when.tzinfo is not None:
+            return max(0.0, when.timestamp() - time.time())
     return random.uniform(0.5, 1.0) * 2 ** attempt
 
 
@@ -357,14 +561,14 @@ class OpenAI(Http):
 
     provider = "openai"
 
-    def summarize(self, request: Request) -> str:
+    def ask(self, system: str, user: str, out: int, deadline: float) -> str:
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         body = {
             "model": self.model,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt(request)}],
-            "max_tokens": max(request.budget, 1),  # the length the prompt asks for
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": out,  # the length the prompt asks for
         }
-        value = self.post(self.base_url + "/chat/completions", body, headers)
+        value = self.post(self.base_url + "/chat/completions", body, headers, deadline)
         choices = value.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise SummaryFailed("the openai endpoint's answer has no choices")
@@ -383,18 +587,18 @@ class Anthropic(Http):
 
     provider = "anthropic"
 
-    def summarize(self, request: Request) -> str:
+    def ask(self, system: str, user: str, out: int, deadline: float) -> str:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self.key:
             headers["x-api-key"] = self.key
         body = {
             "model": self.model,
-            "max_tokens": max(request.budget, 1),  # the length the prompt asks for
-            "system": SYSTEM_PROMPT,
-            "messages": [{"role": "user", "content": prompt(request)}],
+            "max_tokens": out,  # the length the prompt asks for
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
         }
         url = self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
-        value = self.post(url, body, headers)
+        value = self.post(url, body, headers, deadline)
         if value.get("type") == "error":
             raise SummaryFailed(f"the anthropic endpoint answered an error: {self.error_detail(json.dumps(value).encode())}")
         if value.get("stop_reason") == "max_tokens":
@@ -425,11 +629,15 @@ class Prepared(Summarizer):
 
 
 def make(spec: str | None, model: str | None = None, base_url: str | None = None, key_env: str | None = None,
-         timeout: float | None = None) -> Summarizer:
+         timeout: float | None = None, window: int | str | None = None) -> Summarizer:
     """A summarizer from ``--summarizer`` (``embedded``, ``command:CMD``, ``openai``,
     ``anthropic``); with no spec, a ``compaction.model`` of ``openai/NAME`` or
-    ``anthropic/NAME`` picks that provider, else the embedded one."""
+    ``anthropic/NAME`` picks that provider, else the embedded one. ``window``: the summary
+    model's context window (compaction.summary_context_window), when the models file's is not it."""
+    from lookout_cli.core.units import parse_size
+
     timeout = float(timeout) if timeout else DEFAULT_TIMEOUT
+    window = parse_size(window) if window else None
     if not spec:
         provider, _, name = (model or "").partition("/")
         if name and provider in ("openai", "anthropic"):
@@ -440,14 +648,14 @@ def make(spec: str | None, model: str | None = None, base_url: str | None = None
     if spec == "embedded":
         return Embedded()
     if spec.startswith("command:"):
-        return Command(spec[len("command:"):].strip(), timeout)
+        return Command(spec[len("command:"):].strip(), timeout, model, window)
     kind, _, inline_model = spec.partition(":")
     if kind in ("openai", "anthropic"):
         model = inline_model or model
         if model and "/" in model and model.split("/", 1)[0] == kind:
             model = model.split("/", 1)[1]
         cls = OpenAI if kind == "openai" else Anthropic
-        return cls(model, base_url, key_env, timeout)
+        return cls(model, base_url, key_env, timeout, window)
     raise SummaryFailed(f"unknown summarizer {quoted(spec)} (use embedded, command:'CMD', openai or anthropic)")
 
 

@@ -59,3 +59,14 @@ def parse_percent(text: str | int | float) -> float:
     if not (0 < value <= 100) or math.isnan(value):
         raise LookoutError(f"a percentage must be above 0 and at most 100, got {quoted(text)}")
     return value
+
+
+def setting_number(value, key: str) -> float | None:
+    """A number from the config or a flag (``75`` or ``"75%"``), None when unset; an error
+    names the setting ``key``."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    try:
+        return float(str(value).strip().removesuffix("%"))
+    except ValueError:
+        raise LookoutError(f"{key}: {quoted(value)} is not a number") from None

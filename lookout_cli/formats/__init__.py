@@ -266,8 +266,12 @@ class Adapter:
         (before changing them; with any lines among them that it keeps, see ``saved.carrying``);
         it saves their original bytes and returns a marker string that
         the adapter puts at the end of the summary text, so ``lookout restore`` can put them
-        back. Formats that keep old lines on disk (Claude Code, Codex) remove nothing and need
-        not call it. Returns the records it wrote."""
+        back. Formats that keep old lines on disk put the marker it returns on every line they add,
+        so ``lookout restore`` drops those lines: Codex removes nothing (it calls ``save`` with no
+        records); Claude Code moves each kept line after the summary (saving it, leaving a stub
+        in its place), so that readers of the file show it once. ``metadata["request"]``, when given, holds the items of the
+        request a split inside a turn keeps word for word: they stay, in order, between the
+        summary and ``keep_from`` (the first kept step). Returns the records it wrote."""
         raise self.unsupported("write a compaction")
 
     def unsupported(self, what: str) -> LookoutError:

@@ -43,7 +43,11 @@ from lookout_cli.core.times import parse_time
 from lookout_cli.formats import CALL_BLOCKS, interned, type_of
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
-CHAIN_TYPES = CONVERSATION_TYPES | {"progress", "saved_hook_context"}
+# a line a compaction left where it moved a kept line from (``claude_code``): no ``type``, so
+# Claude Code and viewers pass over it; lookout reads it as this kind, on the chain it held
+MOVED_FIELD = "lookoutMoved"
+MOVED_KIND = "lookout-moved"
+CHAIN_TYPES = CONVERSATION_TYPES | {"progress", "saved_hook_context", MOVED_KIND}
 METADATA_TYPES = frozenset({
     "summary", "file-history-snapshot", "file-history-delta", "queue-operation", "last-prompt",
     "ai-title", "custom-title", "agent-name", "agent-setting", "agent-color", "tag",
@@ -167,7 +171,7 @@ def node_of(obj: dict, recent: RecentUuids | None = None) -> Node:
     (shared with the ``recent`` lines'). Names and ids are interned: a split response's lines
     share one ``message.id``, a result names its call."""
     values = list(map(obj.get, NODE_FIELDS))
-    values[0] = interned(values[0])
+    values[0] = interned(values[0]) if values[0] is not None or MOVED_FIELD not in obj else MOVED_KIND
     for at in _UUIDS:
         key = uuid_key(values[at])
         values[at] = key if recent is None else recent.shared(key)
@@ -217,7 +221,8 @@ def line_type(obj: Any) -> Any:
     """A line's ``type`` (a node's read by position: this runs for every line of a view)."""
     if type(obj) is Node:
         return obj[0] if obj else None
-    return obj.get("type")
+    kind = obj.get("type")
+    return kind if kind is not None or MOVED_FIELD not in obj else MOVED_KIND
 
 
 def is_sidechain(obj: dict) -> bool:
@@ -348,7 +353,7 @@ def _chain_keys(objs: list) -> tuple[list, list[int], bytearray]:
                 continue  # no uuid: not on the chain
             kind, uid, sidechain = o[0], o[1], len(o) > _SIDECHAIN and o[_SIDECHAIN] is True
         else:
-            kind, uid, sidechain = type_of(o), uuid_key(o.get("uuid")), is_sidechain(o)
+            kind, uid, sidechain = type_of(o) or line_type(o), uuid_key(o.get("uuid")), is_sidechain(o)
         if uid is None or type(kind) is not str or kind not in CHAIN_TYPES:
             continue
         kinds[i] = kind

@@ -2,9 +2,9 @@
 
 Reading: ``claude_chain`` finds the live conversation (the ``parentUuid`` path from the newest
 main-chain line back to the last ``compact_boundary``); ``claude_items`` turns its lines into
-the view. Writing follows Claude Code's own habits: the file is append-only, so a compaction
-appends a boundary, a summary and copies of the kept lines; only cleared content (tool output,
-images) and lookout's own setup lines are changed in place.
+the view. Writing follows Claude Code's own habits where it can: a compaction appends a
+boundary and a summary and moves the kept lines after them (leaving stubs, see below); cleared
+content (tool output, images) and lookout's own setup lines are changed in place.
 
 Shapes written (the adapter report lists them too):
 
@@ -13,9 +13,21 @@ Shapes written (the adapter report lists them too):
   "\\n</system-reminder>"`` and ``"lookoutSetup": key``. A new text rewrites that line in
   place; ``None`` removes it and re-parents its children on its parent.
 - ``compact``: a ``compact_boundary`` system line, an ``isCompactSummary`` user line, copies of
-  the setup lines that sat before ``keep_from`` (rules, skills, lookout setup), then copies of
-  every chain line from ``keep_from`` to the leaf with fresh uuids and timestamps; a copied
-  response gets a suffixed ``message.id`` and zeroed usage (see ``_detach_response``).
+  the setup lines that sat before ``keep_from`` (rules, skills, lookout setup), then the kept
+  lines themselves, moved: the request when the split lands inside its turn, then every chain
+  line from ``keep_from`` to the leaf, each re-parented on the line before it and given a fresh
+  timestamp (Claude Code resumes from the newest childless line), a response with its usage
+  zeroed (the old usage would read as a full context). Each moved line leaves a stub in its
+  place: no ``type`` (Claude Code and viewers pass over it), its uuid and parent (lookout's
+  history of the conversation), a response's usage under its ids (ccusage and lookout count it
+  there, once), and ``lookoutMoved``, a restore marker naming its original line. Every line
+  written or moved carries ``lookoutAdded``, a restore marker that names nothing: ``lookout
+  restore`` drops those and puts each stub's line back, so the input comes back byte for byte,
+  and viewers show each kept message once. Kept lines are not named in
+  ``compactMetadata.preservedMessages``/``preservedSegment``: Claude Code 2.1.328 resuming with
+  ``-p --resume`` rebuilt from those, as lookout wrote them (anchored at the summary or the
+  boundary), either the summary alone, the kept lines without the summary and request, or the
+  whole pre-compaction chain.
 - ``add_parts``: text and image blocks appended to the prompt line's ``message.content``.
 """
 
@@ -36,6 +48,7 @@ from lookout_cli.formats.claude_chain import (
     CONVERSATION_TYPES,
     ID_FIELDS,
     LINE_TYPES,
+    MOVED_FIELD,
     Chain,
     RecentUuids,
     build_chain,
@@ -65,6 +78,7 @@ TRUNCATION_NOTICE = (
 )
 ENVELOPE = ("userType", "entrypoint", "cwd", "sessionId", "version", "gitBranch", "slug", "agentId")
 CLEARED_NOTE = "lookoutCleared"
+ADDED_FIELD = "lookoutAdded"  # a line a compaction wrote: its restore marker names nothing, so restore drops it
 ENVELOPE_LOOKBACK = 200  # conversation lines read back for envelope fields the newest lacks
 
 
@@ -83,6 +97,12 @@ def fresh_stamp(records: list[Record]) -> str:
     if newest is not None and newest >= stamp:
         stamp = newest + _dt.timedelta(milliseconds=1)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+def _later(stamp: str, ms: int) -> str:
+    """``stamp`` (as ``fresh_stamp`` writes it) plus ``ms`` milliseconds."""
+    when = _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ") + _dt.timedelta(milliseconds=ms)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 def new_uuid() -> str:
@@ -286,8 +306,11 @@ class Adapter(_Base):
             if id(keep_from.record) not in ids:
                 raise LookoutError("claude-code: the kept part is not in the live conversation")
             start = ids.index(id(keep_from.record))
+        # a split inside a turn: the request's lines stay word for word before the kept steps
+        request = _records_of(metadata.get("request") or (), visible[:start])
         text = SUMMARY_PREFIX + summary if summary is not None else TRUNCATION_NOTICE
-        if self._already(chain, visible, start, text):
+        first_kept = visible.index(request[0]) if request else start
+        if self._already(chain, visible, first_kept, text):
             return []
         env = _envelope(chain)
         leaf = chain.obj(chain.leaf)
@@ -301,9 +324,14 @@ class Adapter(_Base):
         if isinstance(metadata.get("post_tokens"), int):
             compact_meta["postTokens"] = metadata["post_tokens"]
         envelope = {k: env[k] for k in ENVELOPE if k in env}
+        save = metadata.get("save")
+        # every line written here names an empty saved file (before any marker a copied line
+        # holds): ``lookout restore`` drops them, and the file is the input again
+        added = {ADDED_FIELD: save([])} if save is not None else {}
         boundary_id = new_uuid()
         boundary = {
             "parentUuid": None,
+            **added,
             "logicalParentUuid": leaf.get("uuid"),
             "isSidechain": chain.sidechain,
             **envelope,
@@ -319,6 +347,7 @@ class Adapter(_Base):
         summary_id = new_uuid()
         summary_line = {
             "parentUuid": boundary_id,
+            **added,
             "isSidechain": chain.sidechain,
             **envelope,
             "type": "user",
@@ -335,34 +364,48 @@ class Adapter(_Base):
         # the transcript's view (patched in place by the stages before) names them as well as
         # a new one would, without reading every visible line again
         view = transcript.view()
-        kept = {id(r) for r in visible[start:]}
+        kept = {id(r) for r in [*request, *visible[start:]]}
         setup_records: list[Record] = []
         for item in view.items:
             if item.kind == SETUP and id(item.record) not in kept \
                     and all(r is not item.record for r in setup_records):
                 setup_records.append(item.record)
-        tail = [r for r in visible[start:] if (r.data or {}).get("type") != "progress"]
+        tail = [r for r in [*request, *visible[start:]] if (r.data or {}).get("type") != "progress"]
         in_tail = {_setup_key(r) for r in tail} - {None}
         setup_records = [r for r in _latest_per_key(setup_records) if _setup_key(r) not in in_tail]
         parent = summary_id
-        remap: dict[str, str] = {}
-        suffix = "_lookout" + boundary_id.replace("-", "")[:8]
-        for record in [*setup_records, *tail]:
+        for record in setup_records:  # copied: they stay where they are for what came before
             obj = _exact_copy(record)
-            old = obj.get("uuid")
             fresh = new_uuid()
-            if isinstance(old, str):
-                remap[old] = fresh
             obj["uuid"] = fresh
             obj["parentUuid"] = parent
-            obj["timestamp"] = stamp  # newer than the original leaf, or Claude Code resumes that
-            if isinstance(obj.get("sourceToolAssistantUUID"), str):
-                obj["sourceToolAssistantUUID"] = remap.get(obj["sourceToolAssistantUUID"],
-                                                           obj["sourceToolAssistantUUID"])
-            _detach_response(obj, suffix)
-            new.append(Record.new(_with_parent_first(obj)))
+            obj["timestamp"] = stamp
+            obj.pop(ADDED_FIELD, None)
+            new.append(Record.new(_with_parent_first({"parentUuid": parent, **added, **obj})))
             parent = fresh
-        for record in [*visible[start:], *setup_records]:
+        # the kept lines move: each leaves a stub in its place (the usage a response recorded,
+        # for usage readers, and a marker naming its original line, for ``lookout restore``)
+        # and is written after the summary, once, marked as added
+        at = {id(r): n for n, r in enumerate(records)}
+        for moved, record in enumerate(tail, 1):
+            obj = _exact_copy(record)
+            stub: dict[str, Any] = {MOVED_FIELD: save([record])} if save is not None else {MOVED_FIELD: ""}
+            stub.update(_stub(obj))
+            records[at[record_id := id(record)]] = Record.new(stub)
+            del at[record_id]
+            obj.pop(ADDED_FIELD, None)
+            obj.pop("parentUuid", None)
+            # newer than any line left behind, or Claude Code resumes from one of them (a summary
+            # or setup line an earlier compaction wrote, whose children moved); each its own
+            # time, or viewers take a split response's lines for one (claude-code-log)
+            obj["timestamp"] = _later(stamp, moved)
+            _zero_usage(obj)
+            record.replace({"parentUuid": parent, **added, **obj})
+            record.node = None  # the node a lean load kept names the old parent
+            new.append(record)
+            if isinstance(obj.get("uuid"), str):
+                parent = obj["uuid"]
+        for record in [*request, *visible[start:], *setup_records]:
             record.release()  # read for their copies: a lean record keeps no line
         transcript.append(new)
         return new
@@ -477,22 +520,46 @@ def _exact_copy(record: Record) -> dict:
     return loads_exact(record.body)
 
 
-def _detach_response(obj: dict, suffix: str) -> None:
-    """A copied response gets its own ``message.id`` and no usage. Claude Code stitches every
-    line sharing a ``message.id`` into the resumed chain (``recoverOrphanedParallelToolResults``),
-    so copies that kept the id would pull the pre-compaction originals back in, duplicating
-    their tool calls; and the old usage would read as a full context and compact again at once
-    (Claude Code zeroes the usage of lines it keeps across a compaction for the same reason)."""
+def _stub(obj: dict) -> dict:
+    """What a moved line leaves in its place besides its marker: its place on the chain (for
+    lookout's history of the conversation) and a response's recorded usage, under its time,
+    response and request ids (ccusage counts each response once, by those ids). No ``type``:
+    Claude Code and the viewers pass over it."""
+    stub = {k: obj[k] for k in ("parentUuid", "uuid", "timestamp") if k in obj}
+    if obj.get("isSidechain") is True:
+        stub["isSidechain"] = True
+    message = obj.get("message")
+    if obj.get("type") == "assistant" and isinstance(message, dict) and isinstance(message.get("usage"), dict):
+        if "requestId" in obj:
+            stub["requestId"] = obj["requestId"]
+        stub["message"] = copy.deepcopy({k: message[k] for k in ("id", "model", "usage") if k in message})
+    return stub
+
+
+def _zero_usage(obj: dict) -> None:
+    """A moved response keeps its ``message.id`` but not its usage: its stub holds that, and
+    the old usage would read as a full context (Claude Code and lookout estimate the context
+    from the last response's usage) and compact again at once. Claude Code zeroes the usage of
+    lines it keeps across a compaction for the same reason."""
     message = obj.get("message")
     if obj.get("type") != "assistant" or not isinstance(message, dict):
         return
-    if isinstance(message.get("id"), str) and message["id"]:
-        message["id"] = message["id"] + suffix
     usage = message.get("usage")
     if isinstance(usage, dict):
         for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
             if key in usage:
                 usage[key] = 0
+        split = usage.get("cache_creation")  # ccusage adds its tiers up too
+        if isinstance(split, dict):
+            for key, value in split.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    split[key] = 0
+
+
+def _records_of(items, lines: list[Record]) -> list[Record]:
+    """The lines of ``lines`` that hold ``items``, in their order."""
+    wanted = {id(i.record) for i in items}
+    return [r for r in lines if id(r) in wanted]
 
 
 def _with_parent_first(obj: dict) -> dict:

@@ -29,7 +29,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
-from lookout_cli.formats.claude_chain import Chain, is_boundary, is_map, line_type, message_id, tool_calls, usage_of
+from lookout_cli.formats.claude_chain import (
+    MOVED_FIELD,
+    MOVED_KIND,
+    Chain,
+    is_boundary,
+    is_map,
+    line_type,
+    message_id,
+    tool_calls,
+    usage_of,
+)
 from lookout_cli.formats.view import (
     IMAGE,
     NOTICE,
@@ -502,7 +512,7 @@ class _Responses:
 
 
 USAGE_FIELDS = ("type", "subtype", "isSidechain", "requestId", "uuid", "timestamp", "isApiErrorMessage",
-                "compactMetadata")
+                "compactMetadata", MOVED_FIELD)
 
 
 def usage_node(obj: Any) -> Any:
@@ -572,7 +582,8 @@ def _int(value: Any) -> int:
 
 
 def _usage(record, obj: dict) -> Usage | None:
-    if line_type(obj) != "assistant" or obj.get("isApiErrorMessage") is True:
+    kind = line_type(obj)  # a moved response's usage stays where it was (claude_chain.MOVED_KIND)
+    if (kind != "assistant" and kind != MOVED_KIND) or obj.get("isApiErrorMessage") is True:
         return None
     found = usage_of(obj)
     if found is None or found[0] == "<synthetic>":

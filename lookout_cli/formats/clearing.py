@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,10 +44,16 @@ def is_cleared(item: Item) -> bool:
     return MARKER in item.text or item.text.startswith(CLEARED_PREFIX)
 
 
+_ABOUT_RE = re.compile(r"\(\S+ \w+, about [\d,]+ tokens\)")
+
+
 def cleared_sign(text: str) -> str:
     """The part of a cleared text that makes ``is_cleared`` say so (the rest can go)."""
     at = text.find(MARKER)
-    return text[at:at + len(MARKER)] if at >= 0 else text[:len(CLEARED_PREFIX)]
+    if at < 0:
+        return text[:len(CLEARED_PREFIX)]
+    size = _ABOUT_RE.search(text, 0, at)  # the original's size: the meter's calibration reads it
+    return text[at:at + len(MARKER)] + (f" {size.group(0)}" if size else "")
 
 
 def save_record(store: SavedStore, item: Item) -> Saved | None:

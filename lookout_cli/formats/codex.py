@@ -555,36 +555,51 @@ class Adapter(formats.Adapter):
             else:
                 raise LookoutError("the item to keep from is not in the model-visible history")
         head, tail = entries[:keep], entries[keep:]
+        # a split inside a turn: the request's entries stay word for word before the kept steps
+        wanted = {(id(i.record), i.extra.get("entry_path")) for i in metadata.get("request") or ()}
+        request = [e for e in head if (id(e.record), e.path) in wanted]
+        head = [e for e in head if e not in request]
         setup = [e for e in head if e.facts[SETUP_MESSAGE]]
         ghosts = [e for e in head if e.facts[TYPE] == "ghost_snapshot"]
         text = SUMMARY_PREFIX + "\n" + summary if summary is not None else TRUNCATION_NOTICE
         message = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
         history = [_copy_payload(e) for e in setup] + [message] + [_copy_payload(e) for e in ghosts]
-        history += [_copy_payload(e) for e in tail]
+        history += [_copy_payload(e) for e in [*request, *tail]]
         reference = _latest_real_line(transcript)
         ts = now_timestamp()
-        compacted = self._new_line("compacted", {"message": text, "replacement_history": history}, reference, ts)
-        event = self._new_line("event_msg", {"type": "context_compacted"}, reference, ts)
+        save = metadata.get("save")
+        # both lines name an empty saved file (before any marker the history holds): ``lookout
+        # restore`` drops them, and the file is the input again
+        added = save([]) if save is not None else None
+        compacted = self._new_line("compacted", {"message": text, "replacement_history": history}, reference, ts,
+                                   added)
+        event = self._new_line("event_msg", {"type": "context_compacted"}, reference, ts, added)
         if reference is not None:
             reference.release()  # its envelope was copied: a lean record keeps no line
         transcript.append([compacted, event])
         return [compacted, event]
 
     @staticmethod
-    def _new_line(kind: str, payload: dict, reference: Record | None, ts: str | None = None) -> Record:
+    def _new_line(kind: str, payload: dict, reference: Record | None, ts: str | None = None,
+                  added: str | None = None) -> Record:
         """A new rollout line with the envelope Codex writes (extra top-level fields such as
-        ``ordinal`` copied from a nearby real line)."""
+        ``ordinal`` copied from a nearby real line); ``added``: its restore marker."""
         if ts is None:
             ref_ts = _valid_ts(reference.data.get("timestamp")) if reference is not None and reference.data else None
             ts = ref_ts or now_timestamp()
         obj: dict[str, Any] = {"timestamp": ts}
+        if added:
+            obj[ADDED_FIELD] = added
         if reference is not None and reference.data:
             for key, value in reference.data.items():
-                if key not in ("timestamp", "type", "payload"):
+                if key not in ("timestamp", "type", "payload", ADDED_FIELD):
                     obj[key] = copy.deepcopy(value)
         obj["type"] = kind
         obj["payload"] = payload
         return Record.new(obj)
+
+
+ADDED_FIELD = "lookout_added"  # a line a compaction wrote (see ``compact``)
 
 
 def _int(value: Any) -> int:

@@ -514,7 +514,12 @@ class MessageListAdapter(formats.Adapter):
         msgs = layout.messages
         keep_at = self._msg_of(transcript, keep_from).index if keep_from is not None else len(msgs)
         keep = msgs[keep_at] if keep_at < len(msgs) else None
-        dropped = [m for m in msgs[:keep_at] if not self.is_setup_message(m.obj)]
+        # a split inside a turn: the request's messages stay word for word, the summary before them
+        request = sorted({self._msg_of(transcript, i).index for i in metadata.get("request") or ()})
+        request = [msgs[n] for n in request if n < keep_at]
+        if request:
+            keep = request[0]
+        dropped = [m for m in msgs[:keep_at] if not self.is_setup_message(m.obj) and m not in request]
         carry = [p for m in dropped for p in self.carried_setup(m.exact())]
         merge = keep is not None and self.merges_into(keep.obj)
 
@@ -559,7 +564,8 @@ class MessageListAdapter(formats.Adapter):
         # saved too, and move right after the summary's line, so that restore puts the saved
         # lines back in their place instead of those copies (``saved.carrying``).
         touched = {id(r) for r in removed + edited}
-        at = [n for n, r in enumerate(transcript.records) if id(r) in touched and r.raw is not None]
+        spanned = touched | {id(m.record) for m in request}  # the request's lines stay between the summary and the steps
+        at = [n for n, r in enumerate(transcript.records) if id(r) in spanned and r.raw is not None]
         span = transcript.records[at[0]: at[-1] + 1] if at else []
         carried = [r for r in span if id(r) not in touched and r.raw is not None]
         save: Callable[[list[Record]], str] | None = metadata.get("save")

@@ -335,6 +335,26 @@ def conversation_sum(view: View, tokens: list[int], start: int, end: int) -> int
     return sum(t for item, t in zip(view.items[start:end], tokens[start:end]) if item.kind != SETUP)
 
 
+def cleared_since(view: View, tokens: list[int], positions: _Positions | None = None) -> int:
+    """Tokens the provider's last count held that lookout cleared since: output before that
+    response whose placeholder names its original size ("about N tokens"). The calibration
+    compares the count with the estimate of what the provider saw, not of what is left."""
+    import re
+
+    usage = last_usage(view)
+    response = locate(view, usage, positions) if usage is not None else None
+    if response is None:
+        return 0
+    about = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
+    extra = 0
+    for item, t in zip(view.items[: response.start], tokens):
+        if item.kind == TOOL_RESULT and "lookout-restore:" in item.text:
+            match = about.search(item.text)
+            if match:
+                extra += max(0, int(match.group(1).replace(",", "")) - t)
+    return extra
+
+
 def calibration_ratio(provider: int, estimate: int | None) -> float | None:
     from lookout_cli.tokens.tokenizer import calibration
 
@@ -626,7 +646,7 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
     elif inferred and first is not None and first.usage is view.usages[-1]:
         why_not = "the setup was inferred from this same response, so the two agree by construction"
     else:
-        ratio = calibration_ratio(last.prompt, last.estimate)
+        ratio = calibration_ratio(last.prompt, last.estimate + cleared_since(view, tokens, positions))
     used = context_used(view, tokens, setup_tokens, inferred, ratio, positions)
     dups, superseded = duplicate_reads(view, tokens)
     reclaim, reclaim_total = reclaimable(view, tokens, superseded=superseded)

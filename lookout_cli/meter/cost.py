@@ -4,8 +4,9 @@ cache stays warm after the last response."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,14 +69,16 @@ class Cost:
     models: list[str] = field(default_factory=list)
 
 
-def usage_cost(usage: Usage, model) -> dict[str, float] | None:
+def usage_cost(usage: Usage, model, long: bool | None = None) -> dict[str, float] | None:
     """Dollars for one response at API prices (``model`` is a ``models.Model``; prices per
     million tokens). Cache writes are priced by their TTL tier: 5-minute writes at
     ``price_cache_write_5m``, 1-hour writes at ``price_cache_write_1h``. A prompt over the
     model's long-context threshold pays the long-context rates for all its tokens (as
-    ``Model.cost`` does). None when a price the response needs is unknown."""
-    threshold = getattr(model, "long_context_threshold", None)
-    long = threshold is not None and usage.prompt > threshold
+    ``Model.cost`` does; ``long`` says so for responses added up). None when a price the
+    response needs is unknown."""
+    if long is None:
+        threshold = getattr(model, "long_context_threshold", None)
+        long = threshold is not None and usage.prompt > threshold
 
     def price(key: str) -> float | None:
         value = getattr(model, f"long_price_{key}", None) if long else None
@@ -102,17 +105,58 @@ def usage_cost(usage: Usage, model) -> dict[str, float] | None:
     return out
 
 
+class _Sum:
+    """The responses of one model and rate (long context or not), their tokens added up: priced
+    once, not one by one (a long session records tens of thousands of responses)."""
+
+    __slots__ = ("first", "input", "n", "output", "read", "write_1h", "write_5m")
+
+    def __init__(self, first: Usage) -> None:
+        self.first = first  # long-context or not, as every response of the group
+        self.input = self.write_5m = self.write_1h = self.read = self.output = self.n = 0
+
+    def add(self, usage: Usage) -> None:
+        one_hour = min(usage.cache_write_1h, usage.cache_write)
+        self.input += usage.input
+        self.write_5m += usage.cache_write - one_hour
+        self.write_1h += one_hour
+        self.read += usage.cache_read
+        self.output += usage.output
+        self.n += 1
+
+    def usage(self) -> Usage:
+        """The group as one response (whose prices are those of each of its responses)."""
+        return dataclasses.replace(self.first, input=self.input, cache_write=self.write_5m + self.write_1h,
+                                   cache_write_1h=self.write_1h, cache_read=self.read, output=self.output)
+
+
 def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
-    """The cost of every recorded response, each at its own model's prices."""
+    """The cost of every recorded response, each at its own model's prices (responses of one
+    model and rate priced together: the same dollars up to float rounding)."""
+    usages = list(usages)
     cost = Cost(usd=None)
+    groups: dict[tuple, _Sum] = {}
+    models: dict[str | None, Any] = {}
     for usage in usages:
         name = usage.model if usage.model and not usage.model.startswith("<") else default_model
-        model = model_for(name)
-        parts = usage_cost(usage, model) if model is not None and getattr(model, "known", True) else None
-        if parts is None:
+        model = models[name] if name in models else models.setdefault(name, model_for(name))
+        if model is None or not getattr(model, "known", True):
             cost.unpriced += 1
             continue
-        cost.priced += 1
+        threshold = getattr(model, "long_context_threshold", None)
+        key = (name, threshold is not None and usage.prompt > threshold)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Sum(usage)
+        group.add(usage)
+    for (name, long), group in groups.items():
+        model = models[name]
+        parts = usage_cost(group.usage(), model, long)
+        if parts is None:  # a price some response needs is unknown: which ones, one by one
+            for usage in _members(usages, name, default_model, group.first, model):
+                _add(cost, usage_cost(usage, model), model)
+            continue
+        cost.priced += group.n
         if model.name not in cost.models:
             cost.models.append(model.name)
         for key, value in parts.items():
@@ -120,6 +164,26 @@ def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], 
     if cost.priced:
         cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
     return cost
+
+
+def _members(usages: Iterable[Usage], name: str | None, default_model: str | None, first: Usage, model) -> Iterator[Usage]:
+    threshold = getattr(model, "long_context_threshold", None)
+    long = threshold is not None and first.prompt > threshold
+    for usage in usages:
+        own = usage.model if usage.model and not usage.model.startswith("<") else default_model
+        if own == name and (threshold is not None and usage.prompt > threshold) == long:
+            yield usage
+
+
+def _add(cost: Cost, parts: dict[str, float] | None, model) -> None:
+    if parts is None:
+        cost.unpriced += 1
+        return
+    cost.priced += 1
+    if model.name not in cost.models:
+        cost.models.append(model.name)
+    for key, value in parts.items():
+        setattr(cost, key, getattr(cost, key) + value)
 
 
 @_record

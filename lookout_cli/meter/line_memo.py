@@ -37,10 +37,12 @@ from lookout_cli.core.fsutil import sealed_values, sealed_writer
 from lookout_cli.core.jsonl import LeanRecord, LineIndex
 from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
+from lookout_cli.tokens import tokenizer
 
 VERSION = 6  # the file's layout, what a kept node and a packed item look like
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
+FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
 
 
 def digest(raw: bytes) -> bytes:
@@ -140,6 +142,8 @@ class LineMemo:
         self.sniffed = old["sniffed"]
         self._nodes = {}  # the lines after them are new: not looked up
         handle.seek(state.offset)
+        if os.fstat(handle.fileno()).st_size - state.offset <= FEW_BYTES:
+            tokenizer.count_few()  # what is left to count is what was appended: a prompt's worth
         return records, index
 
     def note(self, record: LeanRecord) -> None:

@@ -50,7 +50,7 @@ def _xdg_home(variable: str, default: str) -> str:
     return value if os.path.isabs(value) else os.path.join(os.path.expanduser("~"), default)
 
 
-def _config_stamps(cwd: str) -> list[list]:
+def config_stamps(cwd: str) -> list[list]:
     """The config files a run in ``cwd`` may read (config.Config), present or not."""
     user = os.environ.get("LOOKOUT_CONFIG") or os.path.join(_xdg_home("XDG_CONFIG_HOME", ".config"),
                                                             "lookout", "config.toml")
@@ -87,7 +87,7 @@ def _replay(args: list[str]) -> int | None:
         where = os.path.join(cache_folder(), "state", f"replay-{_text_digest((sys.executable, args, cwd))[:32]}.bin")
         # this file's time too: a reinstall of the same version is other code
         key = _text_digest((SCHEMA, __version__, sys.executable, stamp(__file__), args, cwd,
-                            sorted(os.environ.items()), [os.isatty(fd) for fd in (0, 1, 2)], _config_stamps(cwd)))
+                            sorted(os.environ.items()), [os.isatty(fd) for fd in (0, 1, 2)], config_stamps(cwd)))
     except (OSError, ValueError):  # no working folder, say: run as usual
         return None
     _invocation = (where, key)

@@ -165,12 +165,17 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
             import tiktoken
 
             spec = _spec(name)
+            ranks = cached_ranks(name)
             enc = tiktoken.Encoding(
                 name=spec.name,
                 pat_str=spec.pat_str,
-                mergeable_ranks=cached_ranks(name),
+                mergeable_ranks=ranks,
                 special_tokens=dict(spec.special_tokens),
             )
+            if _lite_chars >= 0:  # a run that wanted few texts counted and found no table: it writes one
+                from lookout_cli.tokens.lite import ensure_table
+
+                ensure_table(ranks_cache_path(name), ranks)
             # The Rust core copied the ranks; tiktoken keeps the Python dict only to pickle the
             # encoding, which lookout never does (its workers fork). Letting it go frees ~20 MB.
             enc._mergeable_ranks = {}
@@ -225,10 +230,52 @@ def exact_length(name: str = DEFAULT_ENCODING) -> Callable[[str], int]:
 
 
 def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
-    """Exact token count of ``text`` in ``encoding``; special-token text counts as text."""
+    """Exact token count of ``text`` in ``encoding``; special-token text counts as text.
+
+    After ``count_few`` and until the encoding is loaded, the first ``lite.LITE_CHARS``
+    characters of a process are counted from the on-disk table (``tokens/lite.py``, the same
+    counts): a run that has only a prompt's worth of new text to count never builds the
+    tokenizer."""
     if not text:
         return 0
+    if _lite_chars >= 0 and encoding not in _loaded:
+        n = _lite_count(text, encoding)
+        if n is not None:
+            return n
     return exact_length(encoding)(text)
+
+
+_lite: dict[str, object] = {}  # encoding -> its LiteCounter, or False when it cannot be used
+_lite_chars = -1  # characters counted by the lite path; -1: not wanted (``count_few``)
+
+
+def count_few() -> None:
+    """Say that this run expects few new texts to count (a file measured before that grew): they
+    are counted without loading the tokenizer, up to ``lite.LITE_CHARS`` characters. The first
+    such run finds no table, loads the tokenizer and writes one (0.2 s of CPU, once per cache
+    folder). A cold run does not call it: it would pay the lite path's slower counting before
+    the load, and a table nothing may read."""
+    global _lite_chars
+    _lite_chars = max(_lite_chars, 0)
+
+
+def _lite_count(text: str, encoding: str) -> int | None:
+    global _lite_chars
+    if _lite_chars < 0 or encoding in _loaded:
+        return None
+    from lookout_cli.tokens import lite
+
+    if _lite_chars + len(text) > lite.LITE_CHARS:
+        return None
+    counter = _lite.get(encoding)
+    if counter is None:
+        counter = _lite[encoding] = lite.lite_counter(_spec(encoding).pat_str, ranks_cache_path(encoding)) or False
+    if not counter:
+        return None
+    n = counter(text)
+    if n is not None:
+        _lite_chars += len(text)
+    return n
 
 
 def count_many(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:

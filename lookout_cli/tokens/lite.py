@@ -1,0 +1,192 @@
+"""Exact counts of a few texts without building tiktoken's core: what a per-prompt run needs.
+
+A hook or status line measures a session after every prompt; the texts it has not counted
+before are the last exchange's, a few kilobytes. Loading the tokenizer for them (tiktoken
+builds its Rust core from the 200k-entry rank table: 0.2-0.5 s here) cost more than the rest
+of the run. This module counts them with the same rank table and split pattern, the way
+tiktoken's core does, in Python:
+
+- the text is split by the encoding's pattern (the ``regex`` module, which tiktoken itself
+  depends on and its educational implementation splits with);
+- a piece that is a token is one; any other is merged byte pair by byte pair, the pair of
+  lowest rank first (the leftmost of equal ones), as tiktoken's ``byte_pair_merge``;
+- a text with a lone surrogate is first mended as ``encode_ordinary`` mends it.
+
+The ranks are read from a table on disk (``mmap``), not loaded: an open-addressing hash table
+of the tokens (crc32), written next to the kept rank tables by the first run that wanted it
+and found none (that run loads the full tokenizer), headed by the sha256 of the rest and
+checked when opened. The counts are
+``encode_ordinary``'s (tests/test_tokens_lite.py compares them on every text of the shared
+transcripts and on hand-picked edge cases); ``tokenizer.count`` uses this path only until
+``LITE_CHARS`` characters were counted in the process, and only once the table exists.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import itertools
+import mmap
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+MAGIC = b"LKBPE\x01" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are the machine's own
+HEAD = struct.Struct("<8s32sII")  # magic, sha256 of what follows, tokens, slots
+LITE_CHARS = 64_000  # beyond this many characters in a process (about 0.1 s of them), the full tokenizer pays
+KNOWN_MAX = 100_000  # pieces remembered
+LONG_PIECE = 256  # a piece this long that is no token: merging it in Python is quadratic
+
+
+def table_path(ranks_path: Path) -> Path:
+    """Next to the kept rank table (whose name pins the encoding, its hash and the format)."""
+    return ranks_path.with_name(ranks_path.stem + "-table-1.bin")
+
+
+def write_table(path: Path, ranks: dict[bytes, int]) -> None:
+    """The table of ``ranks`` (contiguous ranks 0..n-1, as both shipped encodings have):
+    slots of rank + 1 (0: empty), the offsets of each rank's bytes, the bytes."""
+    from lookout_cli.core.fsutil import atomic_writer
+
+    n = len(ranks)
+    size = 1 << max(4, (2 * n - 1).bit_length())  # at most half full
+    mask = size - 1
+    by_rank: list[bytes] = [b""] * n
+    for token, rank in ranks.items():
+        by_rank[rank] = token
+    slots = array.array("I", bytes(4 * size))  # arrays, not lists of ints: written while a run's lines are held
+    for rank, h in enumerate(map(zlib.crc32, by_rank), 1):
+        h &= mask
+        while slots[h]:
+            h = (h + 1) & mask
+        slots[h] = rank
+    offsets = array.array("I", itertools.accumulate(map(len, by_rank), initial=0))
+    body = b"".join([slots.tobytes(), offsets.tobytes(), *by_rank])
+    head = HEAD.pack(MAGIC, hashlib.sha256(body).digest(), n, size)
+    with atomic_writer(path, cache=True) as fh:
+        fh.write(head + body)
+
+
+class Table:
+    """A table written by ``write_table``, mapped read-only; None from ``open`` when missing,
+    torn or damaged (the caller loads the full tokenizer instead)."""
+
+    def __init__(self, mapped: mmap.mmap, n: int, size: int) -> None:
+        self._map = mapped
+        at = HEAD.size
+        self.slots = memoryview(mapped)[at:at + 4 * size].cast("I")
+        at += 4 * size
+        self.offsets = memoryview(mapped)[at:at + 4 * (n + 1)].cast("I")
+        self.blob = at + 4 * (n + 1)
+        self.mask = size - 1
+
+    @classmethod
+    def open(cls, path: Path) -> Table | None:
+        try:
+            with open(path, "rb") as fh:
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        if len(mapped) < HEAD.size:
+            return None
+        magic, digest, n, size = HEAD.unpack_from(mapped)
+        if (magic != MAGIC or size & (size - 1) or len(mapped) < HEAD.size + 4 * (size + n + 1)
+                or hashlib.sha256(memoryview(mapped)[HEAD.size:]).digest() != digest):
+            return None
+        return cls(mapped, n, size)
+
+    def rank(self, token: bytes, _crc=zlib.crc32) -> int | None:
+        slots, offsets, data, blob, mask = self.slots, self.offsets, self._map, self.blob, self.mask
+        h = _crc(token) & mask
+        size = len(token)
+        while True:
+            r = slots[h]
+            if not r:
+                return None
+            r -= 1
+            start = offsets[r]
+            if offsets[r + 1] - start == size and data[blob + start:blob + start + size] == token:
+                return r
+            h = (h + 1) & mask
+
+
+def merged_length(piece: bytes, rank: Callable[[bytes], int | None]) -> int:
+    """How many tokens tiktoken's byte-pair merge makes of ``piece`` (not itself a token):
+    the adjacent pair of lowest rank is merged first (the leftmost of equal ones), and only
+    the ranks next to a merge are looked up again, as in tiktoken's ``_byte_pair_merge``."""
+    never = 1 << 62
+    starts = list(range(len(piece) + 1))
+    pairs = [rank(piece[i:i + 2]) for i in range(len(piece) - 1)]
+    pairs = [never if r is None else r for r in pairs] + [never, never]  # aligned with starts
+
+    def pair(i: int) -> int:
+        if i + 2 >= len(starts):
+            return never
+        r = rank(piece[starts[i]:starts[i + 2]])
+        return never if r is None else r
+
+    while len(starts) > 2:
+        best = min(pairs)
+        if best == never:
+            break
+        i = pairs.index(best)
+        del starts[i + 1], pairs[i + 1]
+        pairs[i] = pair(i)
+        if i:
+            pairs[i - 1] = pair(i - 1)
+    return len(starts) - 1
+
+
+class LiteCounter:
+    """``encode_ordinary``'s count for one encoding, from its table."""
+
+    def __init__(self, pat_str: str, table: Table) -> None:
+        import regex
+
+        self.split = regex.compile(pat_str).findall
+        self.table = table
+        self._known: dict[str, int] = {}  # piece -> tokens: prose and code repeat their pieces
+
+    def __call__(self, text: str) -> int | None:
+        """The count; None for a text with a long piece to merge (the full tokenizer's work)."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: mended as encode_ordinary mends it
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        rank, known = self.table.rank, self._known
+        n = 0
+        for piece in self.split(text):
+            k = known.get(piece)
+            if k is None:
+                data = piece.encode("utf-8")
+                if len(data) == 1 or rank(data) is not None:
+                    k = 1
+                elif len(data) > LONG_PIECE:
+                    return None
+                else:
+                    k = merged_length(data, rank)
+                if len(known) < KNOWN_MAX:
+                    known[piece] = k
+            n += k
+        return n
+
+
+def lite_counter(pat_str: str, ranks_path: Path) -> LiteCounter | None:
+    table = Table.open(table_path(ranks_path))
+    return LiteCounter(pat_str, table) if table is not None else None
+
+
+def ensure_table(ranks_path: Path, ranks: dict[bytes, int]) -> None:
+    """Write the table once, while the full tokenizer loads with the ranks in hand; a failure
+    only leaves the per-prompt path to the full tokenizer."""
+    path = table_path(ranks_path)
+    if path.exists():
+        return
+    try:
+        os.makedirs(path.parent, exist_ok=True)
+        write_table(path, ranks)
+    except OSError:
+        pass

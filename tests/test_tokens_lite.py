@@ -1,0 +1,124 @@
+"""The per-prompt counting path (tokens/lite.py): encode_ordinary's counts without tiktoken's core.
+
+Compared text by text with tiktoken on every text of the real transcripts, the repository's
+own sources and hand-picked edge cases, in both shipped encodings; a measure of a grown file
+never loads tiktoken for a prompt's worth of new text, and gives the counts a cold run gives.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import orjson
+import pytest
+from conftest import REPO, SHARED_TRANSCRIPTS, run_lookout
+
+from lookout_cli.tokens import lite
+from lookout_cli.tokens import tokenizer as tokens
+
+EDGES = [
+    "Hello, world!", "don't it's WE'LL they'Re ſ's 'S K", "<|endoftext|> and <|fim_prefix|>x<|endofprompt|>",
+    "lone surrogate \ud800 inside", "\ud83d", "数字 日本語 한국어 עברית русский 👩‍💻🚀✨ naïve e\u0301",
+    "   \n\n\r\n\t\t  x  \n   ", "0123456789 3.14159 1e-10 0xdeadbeef", "=" * 40 + "-" * 33, "a" * 300,
+    "x" * 5000, "aGVsbG8gd29ybGQ" * 20, "//usr/local/bin/../lib\\\\path", "\u2028\u2029\x00\x7f",
+]
+
+
+def _texts() -> list[str]:
+    out = list(EDGES)
+    for path in sorted(SHARED_TRANSCRIPTS.rglob("*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            stack = [obj]
+            while stack:  # every string in the line: texts, ids, commands, base64
+                v = stack.pop()
+                if isinstance(v, str):
+                    out.append(v)
+                elif isinstance(v, dict):
+                    stack += v.values()
+                elif isinstance(v, list):
+                    stack += v
+    for path in sorted((REPO / "lookout_cli" / "tokens").glob("*.py")):
+        out.append(path.read_text())
+    return list(dict.fromkeys(out))  # each text once
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ranks")
+    made = {}
+    for name in ("o200k_base", "cl100k_base"):
+        ranks_path = folder / f"ranks-{name}.marshal"
+        lite.ensure_table(ranks_path, tokens.read_ranks(name))
+        made[name] = lite.lite_counter(tokens._spec(name).pat_str, ranks_path)
+    return made
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_counts_equal_encode_ordinary(tables, name):
+    counter, enc = tables[name], tokens.get_encoding(name)
+    texts = _texts()
+    assert len(texts) > 2500
+    counted = [(t, counter(t)) for t in texts]
+    assert sum(n is None for _, n in counted) <= len(texts) // 100  # long unknown pieces: left to tiktoken
+    wrong = [(t[:60], n, len(enc.encode_ordinary(t))) for t, n in counted if n is not None
+             and n != len(enc.encode_ordinary(t))]
+    assert wrong == []
+
+
+def test_a_damaged_table_is_not_used(tmp_path):
+    ranks_path = tmp_path / "ranks-x.marshal"
+    lite.ensure_table(ranks_path, {b"a": 0, b"b": 1, b"ab": 2})
+    table = lite.table_path(ranks_path)
+    assert lite.Table.open(table).rank(b"ab") == 2
+    data = bytearray(table.read_bytes())
+    data[-1] ^= 1
+    table.write_bytes(bytes(data))
+    assert lite.Table.open(table) is None
+    table.write_bytes(b"LKBPE")
+    assert lite.Table.open(table) is None
+
+
+def test_merge_takes_the_lowest_rank_leftmost_first():
+    ranks = {b"a": 0, b"b": 1, b"c": 2, b"ab": 5, b"bc": 3, b"abc": 9}
+    assert lite.merged_length(b"abc", ranks.get) == 1  # bc (3) first, then a + bc = abc
+    ranks = {b"a": 0, b"b": 1, b"c": 2, b"ab": 5, b"bc": 3, b"abc": 9, b"bca": 4}
+    assert lite.merged_length(b"abca", ranks.get) == 2  # bc, then bca (4) before abc (9): a + bca
+    ranks = {b"a": 0, b"b": 1, b"ab": 3, b"ba": 3, b"aba": 7}
+    assert lite.merged_length(b"aba", ranks.get) == 1  # ab and ba tie: ab (leftmost), then aba
+    del ranks[b"aba"]
+    assert lite.merged_length(b"abab", ranks.get) == 2  # ab, ab
+    assert lite.merged_length(b"xy", ranks.get) == 2
+
+
+def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch):
+    """A prompt's worth appended: counted by the lite path (tiktoken never imported), the same
+    figures as a cold run over the grown file."""
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "data"))
+    src = min(SHARED_TRANSCRIPTS.glob("claude-code/ccviewer-*.jsonl")).read_bytes().splitlines(keepends=True)
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(b"".join(src[:-12]))
+    assert run_lookout("measure", "-q", "--no-discover", str(f)).returncode == 0  # cold: no table written
+    assert not list((tmp_path / "cache").glob("*-table-*"))
+    with open(f, "ab") as fh:
+        fh.write(b"".join(src[-12:-6]))
+    assert run_lookout("measure", "-q", "--no-discover", str(f)).returncode == 0  # no table: writes it
+    assert len(list((tmp_path / "cache").glob("*-table-*"))) == 1
+    with open(f, "ab") as fh:
+        fh.write(b"".join(src[-6:]))
+    code = ("import runpy, sys; sys.argv = ['lookout', 'measure', '--json', '--no-discover', sys.argv[1]]\n"
+            "try:\n    runpy.run_module('lookout_cli', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print('TIKTOKEN' if 'tiktoken' in sys.modules else 'NONE', file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, cwd=REPO, check=False)
+    assert r.stderr.decode().strip().splitlines()[-1] == "NONE", r.stderr.decode()
+    grown = json.loads(r.stdout)
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cold"))
+    cold = json.loads(run_lookout("measure", "--json", "--no-discover", "--no-cache", str(f)).stdout)
+    assert [p["tokens"] for p in grown["parts"]] == [p["tokens"] for p in cold["parts"]]
