@@ -417,8 +417,13 @@ def _run(cmd: list[str], cwd: Path, env: dict, timeout: float) -> tuple[int | No
 
 
 def _records(path: Path) -> list[dict]:
+    return _objects(path.read_bytes().splitlines())
+
+
+def _objects(lines) -> list[dict]:
+    """The JSON objects among ``lines`` (others skipped)."""
     out = []
-    for line in path.read_bytes().splitlines():
+    for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
@@ -592,12 +597,4 @@ def run_codex(tmp_path: Path, *, session: Path | None = None, prompt: str = "con
 
 def codex_events(run: AgentRun) -> list[dict]:
     """The JSON events of a ``codex exec --json`` run's stdout."""
-    events = []
-    for line in run.stdout.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+    return _objects(run.stdout.splitlines())

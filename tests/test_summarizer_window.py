@@ -17,7 +17,7 @@ import pytest
 from conftest import lookout_exe
 from test_compact_fixtures import FIRST_PROMPT, claude_code, parse, script
 from test_compact_summarizers import env_for
-from test_summarizer_http import Server, answer, send
+from test_summarizer_http import Server, answer, send, server  # noqa: F401 - server is a fixture
 
 from lookout_cli.compaction import note as summary_note
 from lookout_cli.compaction import summarizers
@@ -47,14 +47,6 @@ def checkpoint_server(server: Server, kind: str = "openai") -> list[dict]:
 
     server.respond = respond
     return seen
-
-
-@pytest.fixture
-def server():
-    s = Server()
-    yield s
-    s.server.shutdown()
-    s.server.server_close()
 
 
 def test_a_2m_token_session_fits_a_128k_summary_model(server, tmp_path):
