@@ -123,6 +123,9 @@ def test_force_on_a_single_long_turn_every_format(fmt, tmp_path):
     assert [i.text for i in items if i.prompt] == [request.text]  # the request, word for word, once
     kinds = [i.kind for i in items if i.kind != "setup"]
     assert kinds.index("summary") < kinds.index(TOOL_CALL)  # the summary, then the recent steps
+    note = next(i.text for i in items if i.kind == "summary")
+    goal = note.split("## Goal\n", 1)[1].split("\n", 1)[0]
+    assert goal and goal.split()[:6] == request.text.split()[:6]  # the note says what the request is
     check_result(data, out, report, tmp_path)
     # a second run with the same settings changes nothing
     code, again, report2, err = compacted(out, tmp_path, "--force")

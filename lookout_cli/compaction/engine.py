@@ -629,6 +629,9 @@ class Compactor:
         fresh = [it for it in head if it not in previous]
         text_of = self.text_of
         digest = self._digest(fresh, previous, text_of)
+        if split.request and not digest.goal:  # the request follows the note: the note still says what it is
+            asked = next((items[i] for i in split.request if items[i].role == "user" and items[i].text.strip()), None)
+            digest.goal = summary_note.goal_of(asked.text) if asked is not None else ""
         parts = summary_note.transcript_parts(head, text_of, limit=10**9)
         original = self.store.put_parts((p.encode("utf-8", "surrogatepass") for p in parts),
                                         "text", what="the context before a summary")

@@ -223,7 +223,7 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
                 elif FINDING_RE.search(s) and s not in d.findings:
                     d.findings.append(s)
     if first_prompt is not None:
-        d.goal = _goal(first_prompt.text)
+        d.goal = goal_of(first_prompt.text)
     referenced = referenced_lines(outputs, mentions)
     for index in sorted(set(referenced) | {i for i, lines in printed.items() if lines}):
         call = callers[index]
@@ -270,7 +270,8 @@ def _asked(args: dict) -> str:
     return "(a question)"
 
 
-def _goal(text: str) -> str:
+def goal_of(text: str) -> str:
+    """A request's first paragraph on one line: the note's goal."""
     para = text.strip().split("\n\n", 1)[0]
     return one_line(" ".join(para.split()), 500)
 
@@ -468,15 +469,20 @@ def _more(name: str, cut: dict[str, int], what: str = "entries") -> list[str]:
     return [f"- ({n} earlier {what} left out; the original context has them)"] if n else []
 
 
+NO_GOAL = "(no request recorded)"
+
+
 def _render(d: Digest, cut: dict[str, int]) -> str:
     out = [NOTE_TITLE, "", PREAMBLE, ""]
-    out += ["## Goal", d.goal or "(no request recorded)", ""]
+    out += ["## Goal", d.goal or NO_GOAL, ""]
 
     out += ["## Constraints and preferences",
             "The user's messages so far, word for word (oldest first); follow their instructions:"]
     out += _more("user_messages", cut, "messages")
     for i, text in enumerate(_kept(d, "user_messages", cut)):
         out += ["<user-message>", text, "</user-message>"]
+    if not d.user_messages:
+        out.append("(none in the part this note covers)")
     out.append("")
 
     out += ["## Progress", "### Done"]
@@ -575,7 +581,7 @@ def parse(text: str) -> Digest | None:
         blocks.setdefault(match.group(1), []).append((name.group(1) if name else "", match.group(3)))
     flat = BLOCK_RE.sub("", body)
     sections = _sections(flat)
-    d.goal = "\n".join(sections.get("Goal", [])).strip()
+    d.goal = "\n".join(sections.get("Goal", [])).strip().removeprefix(NO_GOAL)
     d.user_messages = [t for _, t in blocks.get("user-message", [])]
     progress = _subsections(sections.get("Progress", []))
     d.done = _bullets(progress.get("Done", []))
