@@ -184,15 +184,17 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
         raise
     started = ready.source if ready is not None and result.summary is not None and summary_file is None else None
     report = result.report()
-    if report["summary"] is not None:  # orders to the agent in the note: prompt injection carried over
+    flagged: list[str] = []  # orders to the agent in the note: prompt injection carried over
+    if report["summary"] is not None:
         from lookout_cli.compaction.note_facts import suspicious
 
-        report["summary"]["suspicious"] = suspicious(result.summary)
+        flagged = suspicious(result.summary)
+        report["summary"]["suspicious"] = flagged
     run.finish(transcript, report, changes=1 if result.changed else 0,
-               tell=lambda: _tell(run, result, started))
+               tell=lambda: _tell(run, result, started, flagged))
 
 
-def _tell(run: Run, result, started: str | None) -> None:
+def _tell(run: Run, result, started: str | None, flagged: list[str]) -> None:
     from lookout_cli.compaction import engine as compactor
 
     if started:
@@ -204,11 +206,8 @@ def _tell(run: Run, result, started: str | None) -> None:
     if result.changed or run.dry_run:
         for line in compactor.plan_lines(result, run.dry_run):
             run.say(line)
-    if result.summary:
-        from lookout_cli.compaction.note_facts import suspicious
-
-        for line in suspicious(result.summary):
-            run.warn(f"the summary gives the agent orders (prompt injection?): {line!r}")
+    for line in flagged:
+        run.warn(f"the summary gives the agent orders (prompt injection?): {line!r}")
     if result.missing is not None and len(result.missing):
         lost = result.missing.all()
         shown = "; ".join(f"{kind} {text[:60]!r}" for kind, text in lost[:3])

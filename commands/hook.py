@@ -75,9 +75,10 @@ def _memory_block(cwd: str | None) -> str | None:
 
     from lookout_cli.config import Config
     from lookout_cli.memory.project import everywhere_scope, resolve_project
+    from lookout_cli.settings import yes_no
 
     scopes = []
-    if Config().get("memory.read_everywhere", True) not in (False, "false", "0", "no", "off"):
+    if yes_no(Config().get("memory.read_everywhere", True)):
         scopes.append(("Everywhere (your preferences, in every project)", everywhere_scope()))
     folder = cwd if cwd and os.path.isdir(cwd) else None
     scope = resolve_project(folder, create=False).scope

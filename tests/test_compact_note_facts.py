@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import run_lookout
+from conftest import SHARED_TRANSCRIPTS, run_lookout
 from test_compact_fixtures import Call, Step, Turn, claude_code, codex, parse
 
 from lookout_cli.compaction import note as sn
@@ -340,3 +340,15 @@ def test_the_note_does_not_depend_on_hash_order(tmp_path):
         assert r.returncode == 0, r.stderr
         notes.add(next(i.text for i in parse(r.stdout).view().items if i.kind == "summary"))
     assert len(notes) == 1
+
+
+def test_a_slash_command_goal_reads_as_typed(tmp_path):
+    """A real Claude Code session that starts with a slash command: the goal is the command as
+    the user typed it, not the harness's markup around it."""
+    path = SHARED_TRANSCRIPTS / "claude-code" / "ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+    if not path.is_file():
+        pytest.skip("the shared transcripts are not here")
+    r = run_lookout("compact", "--force", "--tail-turns", "1", str(path))
+    assert r.returncode == 0, r.stderr
+    [note] = [i.text for i in parse(r.stdout).view().items if i.kind == "summary"]
+    assert section(note, "Goal").strip() == "/orchestrator create TODO app by Next.js"

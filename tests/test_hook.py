@@ -73,6 +73,11 @@ def test_session_start_gives_the_memory_lists_even_before_the_file_exists(proj):
     assert json.dumps(context)[1:-1] in injected.decode()
     codex = answer({**new, "transcript_path": str(proj / "rollout-2026-01-01T00-00-00-x.jsonl")}, proj)
     assert codex["hookSpecificOutput"]["additionalContext"] == context
+    # memory.read_everywhere read as every yes/no setting is (OFF, not only off)
+    quiet = run_lookout("hook", input=json.dumps(new).encode(), cwd=proj,
+                        env={**os.environ, "LOOKOUT_MEMORY_READ_EVERYWHERE": "OFF"})
+    kept = json.loads(quiet.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "The API tests need Docker running" in kept and "I prefer small pull requests" not in kept
 
 
 def test_no_memory_no_answer_and_resume_does_not_send_a_block_twice(proj, tmp_path):

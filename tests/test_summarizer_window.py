@@ -13,7 +13,6 @@ import re
 import subprocess
 import time
 
-import pytest
 from conftest import lookout_exe
 from test_compact_fixtures import FIRST_PROMPT, claude_code, parse, script
 from test_compact_summarizers import env_for

@@ -44,25 +44,12 @@ class Event:
     def name(self) -> str:
         return self._text("hook_event_name") or ""
 
-    @property
-    def source(self) -> str | None:
-        return self._text("source")
-
-    @property
-    def transcript(self) -> str | None:
-        return self._text("transcript_path")
-
-    @property
-    def cwd(self) -> str | None:
-        return self._text("cwd")
-
-    @property
-    def session_id(self) -> str | None:
-        return self._text("session_id")
-
-    @property
-    def prompt(self) -> str | None:
-        return self._text("prompt")
+    # the event's text fields: a non-empty string, else None
+    source = property(lambda self: self._text("source"))
+    transcript = property(lambda self: self._text("transcript_path"))
+    cwd = property(lambda self: self._text("cwd"))
+    session_id = property(lambda self: self._text("session_id"))
+    prompt = property(lambda self: self._text("prompt"))
 
 
 def agent_of(data: dict) -> str:

@@ -195,7 +195,7 @@ def _holds(path: str | None, text: str) -> bool:
     needle = orjson.dumps(text)[1:-1]
     try:
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            cut = max(data.rfind(b'"compact_boundary"'), data.rfind(b'"type":"compacted"'))
+            cut = max(data.rfind(needle) for needle in status.COMPACTION_NEEDLES)
             return data.find(needle, max(cut, 0)) >= 0
     except (OSError, ValueError):  # missing, or empty (mmap of nothing)
         return False
@@ -270,9 +270,8 @@ def save_notes(prompt: str, scope_for: Callable[[str], object], event: Event) ->
     lower = prompt.lower()
     if not (prompt.lstrip().startswith("#") or any(word in lower for word in NOTE_WORDS)):
         return [], False, []  # most prompts: the memory modules are not even loaded
-    from lookout_cli.core import secrets
     from lookout_cli.core.errors import LookoutError
-    from lookout_cli.memory.store import Memory, check_note, secret_error
+    from lookout_cli.memory.store import Memory, check_note, check_secrets
     from lookout_cli.memory.tidy import notes_in
 
     found = notes_in(prompt)
@@ -281,9 +280,7 @@ def save_notes(prompt: str, scope_for: Callable[[str], object], event: Event) ->
     for kind, author, note in found:
         try:
             note = check_note(note)
-            finding = secrets.first(note)
-            if finding is not None:
-                raise secret_error(finding, "the note")
+            check_secrets(note, what="the note")
             scope = scope_for(kind)
             with scope.transaction(actor="learn") as txn:
                 if txn.find_note(note) is not None:

@@ -18,26 +18,25 @@ import os
 import re
 from pathlib import Path
 
-from lookout_cli.agents.events import CLAUDE, CODEX
+from lookout_cli.agents.events import CLAUDE
 
 HOOK = "lookout hook"
 STATUS = "lookout statusline"
 # The recipes of earlier versions: transcript filters run from a hook, whose edits a running
 # agent never reads (research/agent-hooks.md).
 OLD_RECIPE = re.compile(r"^lookout (memory inject|memory learn|compact|measure|clear-images)\b.*--from-hook")
+# The events lookout answers (both agents send all four), with Claude Code's timeout in
 # seconds: PreCompact and Stop read the whole transcript; the others are quick
 TIMEOUTS = {"SessionStart": 30, "UserPromptSubmit": 10, "PreCompact": 120, "Stop": 60}
-EVENTS = {CLAUDE: ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop"),
-          CODEX: ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop")}
 
 
 def recipe(agent: str) -> dict:
     """The settings (Claude Code) or hooks.json (Codex) that run lookout inside ``agent``."""
     hooks = {}
-    for event in EVENTS[agent]:
+    for event, timeout in TIMEOUTS.items():
         handler = {"type": "command", "command": HOOK}
         if agent == CLAUDE:
-            handler["timeout"] = TIMEOUTS[event]
+            handler["timeout"] = timeout
         hooks[event] = [{"hooks": [handler]}]
     out: dict = {"hooks": hooks}
     if agent == CLAUDE:

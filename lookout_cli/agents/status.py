@@ -32,7 +32,7 @@ BLOCK = 1 << 18  # read backwards this much at a time
 TAIL_LIMIT = 64 << 20  # never read more than this of a file's end
 CHARS_PER_TOKEN = 4  # what was added after the last usage, estimated (measure counts it)
 CACHE_TIERS = {"5m": 300, "1h": 3600}  # meter.cost.CACHE_TIERS, not imported on the hot path
-SCHEMA = 1
+SCHEMA = 2  # 2: the hidden level kept with the figures
 COLOURS = {"amber": "\x1b[33m", "red": "\x1b[31m", "normal": "", "hidden": "\x1b[2m"}
 RESET = "\x1b[0m"
 USAGE_NEEDLES = (b'"usage"', b'"token_count"')
@@ -238,6 +238,7 @@ def _work_out(model: str | None, window: int | None, stated: int | None) -> dict
     from lookout_cli.core.units import setting_number as _number
     from lookout_cli.meter.analysis import (
         DEFAULT_AMBER,
+        HIDDEN_BELOW,
         Settings,
         budget_figures,
         lookup_model,
@@ -257,7 +258,7 @@ def _work_out(model: str | None, window: int | None, stated: int | None) -> dict
         round(100 * budget.summary_point / budget.budget, 3) if budget.budget else 100.0)
     return {"model": name, "budget": budget.budget, "summary_point": budget.summary_point, "due_at": budget.due_at,
             "amber": float(settings.amber if settings.amber is not None else DEFAULT_AMBER), "red": float(red),
-            "ttl": model_ttl(info)}
+            "hidden": HIDDEN_BELOW, "ttl": model_ttl(info)}
 
 
 # --- the line -----------------------------------------------------------------------------------
@@ -268,7 +269,7 @@ def state(percent: float, fig: dict) -> str:
         return "red"
     if percent >= fig["amber"]:
         return "amber"
-    return "hidden" if percent < 10.0 else "normal"
+    return "hidden" if percent < fig["hidden"] else "normal"
 
 
 def tokens(n: int) -> str:

@@ -678,8 +678,8 @@ class Compactor:
         report.ran = True
         report.freed = split.head_tokens - note_tokens
         turns = sum(1 for it in head if it.prompt)
-        steps = len(plan.step_starts(items, split.request[-1] + 1)) - len(plan.step_starts(items, split.keep_from)) \
-            if split.request else 0
+        cuts = plan.step_starts(items, split.request[-1]) if split.request else []  # the current turn's steps
+        steps = sum(1 for c in cuts if c < split.keep_from)
         report.items = [{"summarized_turns": turns, "summarized_tokens": split.head_tokens,
                          "note_tokens": note_tokens, "kept_turns": split.tail_turns,
                          "kept_tokens": split.tail_tokens, "kept_from_line": items[split.keep_from].record.lineno,
@@ -689,7 +689,7 @@ class Compactor:
         about = "about " if self.priced_before else ""  # priced by a sample (head_sample)
         if split.request:
             self.result.inside_turn = True
-            kept_steps = len(plan.step_starts(items, split.keep_from - 1)) if split.keep_from else 0
+            kept_steps = len(cuts) - steps
             report.detail += (f"{turns} earlier turn(s) and {steps} step(s) of the current one, {about}"
                               f"{split.head_tokens:,} tokens → a {note_tokens:,}-token note ({summarizer.describe()}); "
                               f"kept the request and the last {kept_steps} step(s) word for word "

@@ -7,12 +7,11 @@ import hashlib
 import re
 
 from lookout_cli.core import progress
-from lookout_cli.core.saved import MARKER, SavedStore
+from lookout_cli.core.saved import MARKER, SavedStore, original_tokens
 from lookout_cli.formats.view import TOOL_RESULT, Item, View
 from lookout_cli.images.costs import image_provider
 from lookout_cli.tokens import sample as head_sample
 
-ABOUT_TOKENS_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
 SAVED_PATH_RE = re.compile(r"It is saved in (.+?\.(?:txt|jsonl|bin))(?=[;.\]])")
 
 
@@ -68,9 +67,9 @@ class Gauge:
 
     def original_tokens(self, item: Item, tokens: int) -> int:
         """The tokens of a cleared item's original (``tokens.tokenizer``, its own, when it names none)."""
-        match = ABOUT_TOKENS_RE.search(item.text)
-        if match:
-            return int(match.group(1).replace(",", ""))
+        named = original_tokens(item.text)
+        if named is not None:
+            return named
         text = saved_text(self.store, item, self.originals) if self.store is not None else item.text
         return tokens if text is item.text else self.counter.count(text)
 

@@ -70,8 +70,8 @@ from lookout_cli.formats.view import (
 
 PREAMBLE = (
     "This session continues from an earlier conversation that was compacted. The summary below "
-    "covers the earlier turns; the most recent turns follow it word for word. Treat it as what "
-    "you know about the work so far."
+    "covers the earlier work; what follows it (the most recent turns, or the current request and "
+    "its latest steps) is word for word. Treat it as what you know about the work so far."
 )
 
 # limits that keep the note readable; trimming below them is said in the note
@@ -270,8 +270,16 @@ def _asked(args: dict) -> str:
     return "(a question)"
 
 
+SLASH_RE = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")  # a Claude Code slash command
+SLASH_ARGS_RE = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+
+
 def goal_of(text: str) -> str:
-    """A request's first paragraph on one line: the note's goal."""
+    """A request's first paragraph on one line: the note's goal (a slash command as typed)."""
+    slash = SLASH_RE.search(text)
+    if slash:
+        args = SLASH_ARGS_RE.search(text)
+        text = f"/{slash.group(1)} {args.group(1) if args else ''}"
     para = text.strip().split("\n\n", 1)[0]
     return one_line(" ".join(para.split()), 500)
 
@@ -562,10 +570,6 @@ def _file_line(path: str, n: int, what: str) -> str:
 
 
 # --- reading an earlier note back -------------------------------------------------------------
-
-def is_note(text: str) -> bool:
-    return NOTE_TITLE in text
-
 
 def parse(text: str) -> Digest | None:
     """The facts of an earlier lookout note (None when ``text`` is not one)."""

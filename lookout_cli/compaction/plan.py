@@ -322,7 +322,7 @@ def inside_turn(items: Sequence[Item], tokens: Sequence[int], prompt: int, recen
     earliest step boundary whose steps fit ``recent`` tokens kept (at least the last step), and
     everything else but the setup summarized. None when no step can go, or when the turn's
     steps fit ``fits`` tokens (default ``recent``) as they are."""
-    rs, re_ = message_start(items, prompt), request_end(items, prompt)
+    re_ = request_end(items, prompt)
     if sum(tokens[re_:]) <= (recent if fits is None else fits):  # its steps fit as they are
         return None
     cuts = [c for c in step_starts(items, re_) if any(items[i].kind in CONVERSATION and tokens[i] > 0

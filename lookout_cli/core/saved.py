@@ -175,6 +175,16 @@ def placeholder(what: str, content: Saved, restore: Saved | None, *, tokens: int
     return text + "]"
 
 
+# what ``placeholder`` writes of the original's size: "(1.2 KB, about 300 tokens)"
+ORIGINAL_SIZE_RE = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
+
+
+def original_tokens(text: str) -> int | None:
+    """The tokens a placeholder says its original held, None when it names none."""
+    match = ORIGINAL_SIZE_RE.search(text)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
 def restore_marker(raw: bytes) -> str:
     """The marker naming a line that ``SavedStore.put`` saves as it is (under its sha256)."""
     return MARKER + hashlib.sha256(raw).hexdigest()

@@ -72,16 +72,22 @@ class Group:
         else:
             self.usd += entry[8]
 
+    def add_sums(self, sessions: Iterable[str], requests: int, inp: int, write: int, read: int, out: int,
+                 usd: float, unpriced: int) -> None:
+        """Usage figures summed elsewhere (a row's ``sums``, another group's) added to these."""
+        self.sessions.update(sessions)
+        self.requests += requests
+        self.input += inp
+        self.cache_write += write
+        self.cache_read += read
+        self.output += out
+        self.usd += usd
+        self.unpriced += unpriced
+
     def add_usage(self, other: Group) -> None:
         """``other``'s usage figures added to these (the totals line)."""
-        self.sessions |= other.sessions
-        self.requests += other.requests
-        self.input += other.input
-        self.cache_write += other.cache_write
-        self.cache_read += other.cache_read
-        self.output += other.output
-        self.usd += other.usd
-        self.unpriced += other.unpriced
+        self.add_sums(other.sessions, other.requests, other.input, other.cache_write, other.cache_read,
+                      other.output, other.usd, other.unpriced)
 
     def add_health(self, health: Session) -> None:
         self.sessions.add(health.key)
@@ -91,13 +97,7 @@ class Group:
         self.amber_s += health.amber_s
         self.red_s += health.red_s
         self.reclaimable += health.reclaimable
-        self.seen(health.first, health.last)
-
-    def seen(self, first: str | None, last: str | None) -> None:
-        if first and (self.first is None or first < self.first):
-            self.first = first
-        if last and (self.last is None or last > self.last):
-            self.last = last
+        _widen(self, health.first, health.last)
 
     def to_dict(self, by: str) -> dict:
         prompt = self.input + self.cache_write + self.cache_read
@@ -176,10 +176,15 @@ class Session:
             self.amber_s += row["amber_s"]
             self.red_s += row["red_s"]
             self.reclaimable += row["reclaimable"]
-        if row["first"] and (self.first is None or row["first"] < self.first):
-            self.first = row["first"]
-        if row["last"] and (self.last is None or row["last"] > self.last):
-            self.last = row["last"]
+        _widen(self, row["first"], row["last"])
+
+
+def _widen(span: Group | Session, first: str | None, last: str | None) -> None:
+    """``span``'s first and last activity widened to take in ``first`` and ``last``."""
+    if first and (span.first is None or first < span.first):
+        span.first = first
+    if last and (span.last is None or last > span.last):
+        span.last = last
 
 
 def session_of(row: dict) -> str:
@@ -246,8 +251,6 @@ def aggregate(rows: Iterable[dict], by: str = "session", since: str | None = Non
             if by == "project" else None  # the group of all the row's requests
         group = None
         models = session.models
-        count = inp = write = read = out = unpriced = 0  # the sums of a row's requests in one group
-        usd = 0.0
         requests = row["requests"]
         if fixed is not None and not filtered:
             keys = row.get("keys")
@@ -255,7 +258,8 @@ def aggregate(rows: Iterable[dict], by: str = "session", since: str | None = Non
                 keys = [entry[0] for entry in _requests(requests) if entry[0] is not None]
             if seen.isdisjoint(keys):  # none counted before (the usual case): the row's own sums
                 seen.update(keys)
-                count, inp, write, read, out, usd, unpriced = row["sums"]
+                if row["sums"][0]:
+                    _group(groups, fixed).add_sums((key,), *row["sums"])
                 for model, n in row["models"].items():
                     models[model] = models.get(model, 0) + n
                 requests = ()
@@ -273,35 +277,10 @@ def aggregate(rows: Iterable[dict], by: str = "session", since: str | None = Non
                     continue
             model = entry[2] or "unknown"
             models[model] = models.get(model, 0) + 1
-            if fixed is not None:
-                count += 1
-                inp += entry[3]
-                write += entry[4]
-                read += entry[5]
-                out += entry[6]
-                if entry[8] is None:
-                    unpriced += 1
-                else:
-                    usd += entry[8]
-                continue
-            name = _day(when) if by == "day" else model
+            name = fixed if fixed is not None else _day(when) if by == "day" else model
             if group is None or group.key != name:
-                group = groups.get(name)
-                if group is None:
-                    group = groups[name] = Group(name)
+                group = _group(groups, name)
             group.add_request(entry, key)
-        if count:
-            group = groups.get(fixed)
-            if group is None:
-                group = groups[fixed] = Group(fixed)
-            group.sessions.add(key)
-            group.requests += count
-            group.input += inp
-            group.cache_write += write
-            group.cache_read += read
-            group.output += out
-            group.usd += usd
-            group.unpriced += unpriced
         session.in_range = session.in_range or bool(models)
     for session in sessions.values():
         if needle is not None and needle not in (session.project or "").lower():
@@ -316,9 +295,7 @@ def aggregate(rows: Iterable[dict], by: str = "session", since: str | None = Non
             name = session.project or "unknown"
         else:
             name = max(session.models, key=session.models.get) if session.models else "unknown"
-        group = groups.get(name)
-        if group is None:
-            group = groups[name] = Group(name)
+        group = _group(groups, name)
         group.add_health(session)
         total.add_health(session)
         if by == "session":
@@ -343,6 +320,13 @@ def aggregate(rows: Iterable[dict], by: str = "session", since: str | None = Non
         "totals": total.to_dict(by) | {by: None},
         "skipped": skipped,
     }
+
+
+def _group(groups: dict[str, Group], name: str) -> Group:
+    group = groups.get(name)
+    if group is None:
+        group = groups[name] = Group(name)
+    return group
 
 
 def _requests(requests: list | bytes) -> list:

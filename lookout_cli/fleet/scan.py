@@ -51,6 +51,7 @@ from lookout_cli.core.jsonl import DEFAULT_MAX_RECORD_BYTES, Record
 from lookout_cli.core.times import parse_time
 from lookout_cli.fleet.row import new_row, skipped_row
 from lookout_cli.formats import ADAPTERS, load_adapter
+from lookout_cli.formats.claude_chain import usage_of
 from lookout_cli.formats.codex import USAGE_KEYS
 from lookout_cli.formats.view import Usage
 from lookout_cli.meter.analysis import (
@@ -58,6 +59,7 @@ from lookout_cli.meter.analysis import (
     Settings,
     budget_figures,
     lookup_model,
+    meter_state,
 )
 from lookout_cli.meter.cost import usage_cost
 
@@ -325,7 +327,8 @@ class _Reader:
                         red_s += gap
                     else:
                         amber_s += gap
-            level = "red" if percent >= red_at else "amber" if percent >= amber_at else None
+            level = meter_state(percent, amber_at, red_at)
+            level = level if level in ("red", "amber") else None
             previous = (ts or (previous[0] if previous else None), level)
         row["peak"], row["amber_s"], row["red_s"] = peak, round(amber_s, 3), round(red_s, 3)
         older = self.results[:-KEEP_RESULTS] if KEEP_RESULTS else self.results
@@ -411,27 +414,20 @@ class _Claude(_Reader):
             elif b'"tool_result"' in raw and obj.get("isSidechain") is not True:
                 self.results.append(len(raw) // CLAUDE_BYTES_PER_TOKEN)
             return
-        message = obj.get("message")  # formats.claude_chain.usage_of, for a parsed line
-        usage = message.get("usage") if type(message) is dict else None
-        if type(usage) is not dict:
+        usage = usage_of(obj)
+        if usage is None or usage[0] == "<synthetic>":
             return
-        model = message.get("model")
-        if model == "<synthetic>":
-            return
-        uncached, write = _int(usage.get("input_tokens")), _int(usage.get("cache_creation_input_tokens"))
-        read, output = _int(usage.get("cache_read_input_tokens")), _int(usage.get("output_tokens"))
+        model, uncached, write, read, output, write_1h = usage[0], *map(_int, usage[1:])
         if not (uncached or write or read or output):
             return
-        creation = usage.get("cache_creation")
-        write_1h = creation.get("ephemeral_1h_input_tokens") if type(creation) is dict else 0
         self.boundary = False
-        mid, rid = message.get("id"), obj.get("requestId")
+        mid, rid = obj["message"].get("id"), obj.get("requestId")
         key = f"{mid}:{rid if type(rid) is str else ''}" if type(mid) is str and mid else offset
         ts = obj.get("timestamp")
         ts = ts if type(ts) is str else None
         model = model if type(model) is str and model else None
         self.requests[key] = [key if type(key) is str else None, ts, model, uncached, write, read, output,
-                              _int(write_1h), None]
+                              write_1h, None]
         if obj.get("isSidechain") is not True:
             self.main[key] = (ts, uncached + write + read, model, None)
 

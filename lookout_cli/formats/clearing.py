@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lookout_cli.core.saved import CLEARED_PREFIX, EXTENSIONS, MARKER, Saved, SavedStore, placeholder
+from lookout_cli.core.saved import (
+    CLEARED_PREFIX,
+    EXTENSIONS,
+    MARKER,
+    ORIGINAL_SIZE_RE,
+    Saved,
+    SavedStore,
+    placeholder,
+)
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.view import IMAGE, Item
 from lookout_cli.tokens.tokenizer import estimate
@@ -44,15 +51,12 @@ def is_cleared(item: Item) -> bool:
     return MARKER in item.text or item.text.startswith(CLEARED_PREFIX)
 
 
-_ABOUT_RE = re.compile(r"\(\S+ \w+, about [\d,]+ tokens\)")
-
-
 def cleared_sign(text: str) -> str:
     """The part of a cleared text that makes ``is_cleared`` say so (the rest can go)."""
     at = text.find(MARKER)
     if at < 0:
         return text[:len(CLEARED_PREFIX)]
-    size = _ABOUT_RE.search(text, 0, at)  # the original's size: the meter's calibration reads it
+    size = ORIGINAL_SIZE_RE.search(text, 0, at)  # the original's size: the meter's calibration reads it
     return text[at:at + len(MARKER)] + (f" {size.group(0)}" if size else "")
 
 

@@ -339,19 +339,18 @@ def cleared_since(view: View, tokens: list[int], positions: _Positions | None = 
     """Tokens the provider's last count held that lookout cleared since: output before that
     response whose placeholder names its original size ("about N tokens"). The calibration
     compares the count with the estimate of what the provider saw, not of what is left."""
-    import re
+    from lookout_cli.core.saved import MARKER, original_tokens  # hashlib: not on a reused run's path
 
     usage = last_usage(view)
     response = locate(view, usage, positions) if usage is not None else None
     if response is None:
         return 0
-    about = re.compile(r"\(\S+ \w+, about ([\d,]+) tokens\)")
     extra = 0
     for item, t in zip(view.items[: response.start], tokens):
-        if item.kind == TOOL_RESULT and "lookout-restore:" in item.text:
-            match = about.search(item.text)
-            if match:
-                extra += max(0, int(match.group(1).replace(",", "")) - t)
+        if item.kind == TOOL_RESULT and MARKER in item.text:
+            named = original_tokens(item.text)
+            if named is not None:
+                extra += max(0, named - t)
     return extra
 
 

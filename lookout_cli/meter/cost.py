@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -137,49 +137,41 @@ def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], 
     cost = Cost(usd=None)
     groups: dict[tuple, _Sum] = {}
     models: dict[str | None, Any] = {}
+    keys: list[tuple | None] = []  # each response's group (None: no known model)
     for usage in usages:
         name = usage.model if usage.model and not usage.model.startswith("<") else default_model
         model = models[name] if name in models else models.setdefault(name, model_for(name))
         if model is None or not getattr(model, "known", True):
             cost.unpriced += 1
+            keys.append(None)
             continue
         threshold = getattr(model, "long_context_threshold", None)
         key = (name, threshold is not None and usage.prompt > threshold)
+        keys.append(key)
         group = groups.get(key)
         if group is None:
             group = groups[key] = _Sum(usage)
         group.add(usage)
-    for (name, long), group in groups.items():
-        model = models[name]
-        parts = usage_cost(group.usage(), model, long)
-        if parts is None:  # a price some response needs is unknown: which ones, one by one
-            for usage in _members(usages, name, default_model, group.first, model):
-                _add(cost, usage_cost(usage, model), model)
-            continue
-        cost.priced += group.n
-        if model.name not in cost.models:
-            cost.models.append(model.name)
-        for key, value in parts.items():
-            setattr(cost, key, getattr(cost, key) + value)
+    for key, group in groups.items():
+        model = models[key[0]]
+        parts = usage_cost(group.usage(), model, key[1])
+        if parts is not None:
+            _add(cost, parts, model, group.n)
+        else:  # a price some response needs is unknown: which ones, one by one
+            for usage, own in zip(usages, keys):
+                if own == key:
+                    _add(cost, usage_cost(usage, model), model)
     if cost.priced:
         cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
     return cost
 
 
-def _members(usages: Iterable[Usage], name: str | None, default_model: str | None, first: Usage, model) -> Iterator[Usage]:
-    threshold = getattr(model, "long_context_threshold", None)
-    long = threshold is not None and first.prompt > threshold
-    for usage in usages:
-        own = usage.model if usage.model and not usage.model.startswith("<") else default_model
-        if own == name and (threshold is not None and usage.prompt > threshold) == long:
-            yield usage
-
-
-def _add(cost: Cost, parts: dict[str, float] | None, model) -> None:
+def _add(cost: Cost, parts: dict[str, float] | None, model, n: int = 1) -> None:
+    """Add ``n`` responses priced ``parts`` in all (None: unpriced) to ``cost``."""
     if parts is None:
-        cost.unpriced += 1
+        cost.unpriced += n
         return
-    cost.priced += 1
+    cost.priced += n
     if model.name not in cost.models:
         cost.models.append(model.name)
     for key, value in parts.items():
