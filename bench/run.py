@@ -498,9 +498,12 @@ class Suite:
         assert longer[:size0] == base.read_bytes(), "generator lost its prefix property"
         lines = longer[size0:].splitlines(keepends=True)
         prompts = [i for i, line in enumerate(lines) if _is_prompt(line)]
+        # the session stands at the next prompt (the lines before it are its own, so the
+        # exchange's first line finds its parent: it continues the conversation)
+        size0 += sum(map(len, lines[:prompts[0]]))
         exchange = b"".join(lines[prompts[0]:prompts[1]])
         grow = self.tmp / f"prompt_{size:g}.jsonl"
-        shutil.copyfile(base, grow)
+        grow.write_bytes(longer[:size0])
         env = self.cold_env()
         cmd = [*LOOKOUT, "measure", "-q", "--no-discover", str(grow)]
         run_once(cmd, None, env)  # the session as it stood: measured once, as the hook did

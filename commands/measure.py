@@ -4,6 +4,7 @@ the model's context, what the provider counted, what it cost and what could be r
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import os
 import sys
 
@@ -208,7 +209,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
     if meter is not None:
         return meter, None
-    from lookout_cli.meter.item_counts import CountingSink  # not needed when the figures are reused
+    from lookout_cli.meter.item_counts import CountingSink, EarlyItems  # not needed when the figures are reused
     from lookout_cli.meter.line_memo import LineMemo
 
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
@@ -230,8 +231,17 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         ahead = count_ahead.start(run.file if run.source is not None else None, run.format_name,
                                   encoding_for_model(settings.model), jobs, cache)
     sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs, ahead)
+    frozen = False
     try:
-        transcript = run.load(memo=memo)  # offsets and small summaries, not every parsed line
+        # offsets and small summaries, not every parsed line; the items counted as they are read
+        early = EarlyItems(sink, lambda model: count_key(settings.model or model, settings))
+        transcript = run.load(memo=memo, early=early)
+        if memo is not None and memo.resumed:
+            # the lines measured before and their items live to the end of the run, in no cycle:
+            # the collector passes over them (it walked them again and again: a tenth of a
+            # prompt's run over a long session)
+            gc.freeze()
+            frozen = True
         transcript.original = transcript.records  # measure changes nothing: no copy to compare with
         transcript.sink = _telling(sink)
         with progress.stage("counting tokens", len(transcript.records), "lines"):
@@ -250,8 +260,11 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         close = getattr(sink.counter, "close", None)
         if close is not None:
             close()  # writes the new counts to the cache in one transaction
+        if frozen:
+            gc.unfreeze()
     if remembered and run.clean:
-        measured = sum(r.size for r in transcript.records)
+        start, end = transcript.spool_span  # what was read: every line, one after the other
+        measured = end - start if transcript.spool is not None else sum(r.size for r in transcript.records)
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
                             last_timed(view.usages))
     return meter, transcript

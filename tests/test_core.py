@@ -13,7 +13,15 @@ from conftest import run_lookout
 
 from lookout_cli.config import Config
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.core.fsutil import atomic_write, sealed_values, sealed_writer, sync_pending
+from lookout_cli.core.fsutil import (
+    atomic_write,
+    raw_values,
+    sealed_sections,
+    sealed_values,
+    sealed_writer,
+    section_writer,
+    sync_pending,
+)
 from lookout_cli.core.jsonl import Record, RecordWriter, dumps_compact, loads_exact, read_records
 from lookout_cli.core.saved import MARKER, SavedStore, placeholder, restore_lines
 
@@ -114,6 +122,44 @@ def test_sealed_values_read_back_what_was_put_tables_included_and_refuse_damage(
     data[-3] ^= 1
     path.write_bytes(bytes(data))
     assert sealed_values(path) is None
+
+
+def test_sections_append_to_the_file_read_and_only_to_it(tmp_path):
+    """An appendable sealed file: a section appended after the ones read, none when the file
+    changed since (a concurrent writer's), and a torn last section passed over."""
+    import marshal
+
+    path = tmp_path / "memo"
+
+    def values() -> list[list]:
+        return [[marshal.loads(v) for v in raw_values(p)] for p in sealed_sections(path).payloads]
+
+    with section_writer(path) as put:
+        put({"first": 0})
+        put(bytearray(b"table"))
+    first = sealed_sections(path)
+    with section_writer(path, first) as put:
+        put({"first": 1})
+    assert values() == [[{"first": 0}, b"table"], [{"first": 1}]]
+    size = path.stat().st_size
+    with section_writer(path, first) as put:  # read before the append above: not written
+        put({"first": "stale"})
+    assert path.stat().st_size == size and len(values()) == 2
+    grown = sealed_sections(path)
+    with open(path, "ab") as fh:
+        fh.write(b"\x05" + bytes(50))  # a run killed while appending
+    torn = sealed_sections(path)
+    assert values() == [[{"first": 0}, b"table"], [{"first": 1}]] and torn.end == grown.end < torn.size
+    with section_writer(path, torn) as put:  # never after what it cannot read
+        put({"first": "after the tear"})
+    assert path.stat().st_size == torn.size
+    with section_writer(path) as put:  # written anew
+        put({"first": 0})
+    assert values() == [[{"first": 0}]]
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 1
+    path.write_bytes(bytes(data))
+    assert sealed_sections(path).payloads == [] and sealed_sections(tmp_path / "none") is None
 
 
 def test_dumps_compact_matches_agent_style():

@@ -18,7 +18,9 @@ from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import measure_input
 from lookout_cli.core import jsonl, paths
+from lookout_cli.core.fsutil import sealed_sections
 from lookout_cli.formats import SNIFF_RECORDS
+from lookout_cli.meter import line_memo
 from lookout_cli.meter.analysis import Settings
 from lookout_cli.meter.report import to_dict
 from lookout_cli.options import Run
@@ -54,7 +56,8 @@ class Parses:
             self.count += isinstance(data, bytes)  # a line; texts read out of one are str
             return real(data)
 
-        namespace = type("orjson", (), {"loads": staticmethod(loads), "JSONDecodeError": orjson.JSONDecodeError})
+        namespace = type("orjson", (), {**{k: v for k, v in vars(orjson).items() if not k.startswith("__")},
+                                        "loads": staticmethod(loads)})
         monkeypatch.setattr(jsonl, "orjson", namespace)
 
 
@@ -118,6 +121,37 @@ def test_the_rest_appended_in_steps_measures_as_from_scratch(grown):
         with open(path, "ab") as fh:
             fh.write(b"".join(lines[at:at + step]))
         assert report(path) == fresh(path)
+
+
+def test_a_prompts_run_appends_to_the_memo_only_what_it_added(grown, monkeypatch):
+    """A run that resumed the memo appends the lines it read and the items it built to it: the
+    memo is not written anew on every prompt. Past MAX_SECTIONS sections it is, as one."""
+    path, rest = grown
+    report(path)
+    (memo,) = memo_files()
+    before = memo.stat()
+    lines = rest.splitlines(keepends=True)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[:4]))
+    assert report(path) == fresh(path)
+    after = memo.stat()
+    assert (after.st_ino, len(sealed_sections(memo).payloads)) == (before.st_ino, 2)
+    assert 0 < after.st_size - before.st_size < before.st_size // 10
+    monkeypatch.setattr(line_memo, "MAX_SECTIONS", 3)
+    sections = []
+    for line in lines[4:8]:
+        with open(path, "ab") as fh:
+            fh.write(line)
+        report(path)
+        sections.append(len(sealed_sections(memo).payloads))
+    assert sections == [3, 1, 2, 3]  # appended to 3, then written anew
+    os.utime(path, ns=(1, 1))  # the snapshot no longer holds (another time): the memo does
+    kept = memo.read_bytes()
+    parses = Parses(monkeypatch)
+    again = report(path)
+    assert parses.count <= 2  # nothing new: only the leaf is read again, and nothing written
+    monkeypatch.undo()
+    assert again == fresh(path) and memo.read_bytes() == kept
 
 
 def test_a_rewritten_file_parses_only_what_changed(grown, monkeypatch):

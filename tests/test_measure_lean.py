@@ -14,7 +14,7 @@ import sys
 import threading
 
 import pytest
-from conftest import REPO, lookout_exe, run_lookout
+from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import make_counter, measure_input
@@ -82,6 +82,44 @@ def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(fmt, s
     assert figures(path, lean=True)[0] == whole
     assert figures(path, lean=True, jobs=2)[0] == whole
     assert figures(path, lean=True, estimate=True)[0] == figures(path, lean=False, estimate=True)[0]
+
+
+def test_each_claude_code_line_is_read_and_parsed_once(generated, monkeypatch):
+    """A measure builds and counts a line's items as it reads the line: the model-visible
+    lines are not read from the file or parsed a second time for the view."""
+    from lookout_cli.core import jsonl
+
+    lines = generated.read_bytes().splitlines(keepends=True)
+    reads, parses = [], []
+    pread, loads = os.pread, jsonl.orjson.loads
+    monkeypatch.setattr(jsonl.os, "pread", lambda fd, n, at: reads.append(at) or pread(fd, n, at))
+    monkeypatch.setattr(jsonl.orjson, "loads", lambda data: parses.append(data) or loads(data))
+    _, transcript, view = figures(generated, lean=True)
+    visible = {id(i.record) for i in view.items}
+    assert len(visible) > len(lines) / 2  # most lines are shown
+    assert len(reads) <= 3  # the leaf's session id and working folder (and a slash command's line)
+    known = set(lines)
+    of_lines = [data for data in parses if isinstance(data, bytes) and data in known]
+    assert len(of_lines) <= len(lines) + len(reads) and set(of_lines) == set(lines)
+
+
+def test_a_view_whose_model_counts_otherwise_reads_its_lines_again(tmp_path):
+    """Items counted as read use the encoding of the model known then (none: the default); a
+    transcript whose model counts in another encoding has its lines read again, not its counts
+    taken: the figures are those of the whole view."""
+    source = SHARED_TRANSCRIPTS / "claude-code" / "ccviewer-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+    lines = []
+    for line in source.read_bytes().splitlines():
+        obj = json.loads(line)
+        if obj.get("type") == "assistant" and isinstance(obj.get("message"), dict):
+            obj["message"]["model"] = "gpt-4-0613"  # cl100k, not the default o200k
+        lines.append(json.dumps(obj))
+    path = tmp_path / "gpt4.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    whole, _, _ = figures(path, lean=False)
+    lean, _, view = figures(path, lean=True)
+    assert lean == whole and lean["model"]["encoding"] == "cl100k_base"
+    assert view.items and all(i.tokens is not None for i in view.items)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -154,10 +154,11 @@ def test_lines_holding_finds_what_reading_every_line_finds(chunk):
         assert copy.getvalue() == data[cut:]  # what was read, copied
 
 
-@pytest.mark.parametrize("chunk", [64, 100])
+@pytest.mark.parametrize("chunk", [64, 100, 1 << 20])
 def test_a_line_over_the_bound_is_refused_wherever_the_chunks_cut_it(chunk):
     """A bound at least a chunk long: a line begun in one chunk and ended in the next is
-    measured whole (it was let through when both parts were under the bound)."""
+    measured whole (it was let through when both parts were under the bound); a bound under
+    a chunk: each whole line of the chunk is measured, its line ending not counted."""
     from lookout_cli.core.errors import LookoutError
 
     for size in (101, 150, 260):

@@ -97,8 +97,9 @@ def test_merge_takes_the_lowest_rank_leftmost_first():
 
 
 def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch):
-    """A prompt's worth appended: counted by the lite path (tiktoken never imported), the same
-    figures as a cold run over the grown file."""
+    """A prompt's worth appended: counted by the lite path (tiktoken never imported, nor regex's
+    pattern compiler: the pattern's compiled code is kept), the same figures as a cold run over
+    the grown file."""
     monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "data"))
     src = min(SHARED_TRANSCRIPTS.glob("claude-code/ccviewer-*.jsonl")).read_bytes().splitlines(keepends=True)
@@ -115,9 +116,9 @@ def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch
     code = ("import runpy, sys; sys.argv = ['lookout', 'measure', '--json', '--no-discover', sys.argv[1]]\n"
             "try:\n    runpy.run_module('lookout_cli', run_name='__main__')\n"
             "except SystemExit: pass\n"
-            "print('TIKTOKEN' if 'tiktoken' in sys.modules else 'NONE', file=sys.stderr)")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex')), file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, cwd=REPO, check=False)
-    assert r.stderr.decode().strip().splitlines()[-1] == "NONE", r.stderr.decode()
+    assert r.stderr.decode().strip().splitlines()[-1] == "['regex._regex']", r.stderr.decode()
     grown = json.loads(r.stdout)
     monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cold"))
     cold = json.loads(run_lookout("measure", "--json", "--no-discover", "--no-cache", str(f)).stdout)

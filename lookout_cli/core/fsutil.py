@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from lookout_cli.core import lock
 
@@ -199,27 +199,32 @@ def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
     is written when the block ends. Read back with ``sealed_values``. A bytearray or memoryview
     is written as the bytes ``marshal`` would make of it, without a copy (a table of megabytes)."""
     import hashlib
-    import marshal
 
     digest = hashlib.sha256()
     with atomic_writer(path, cache=True) as handle:
         handle.write(bytes(32))
 
         def put(value: Any) -> None:
-            if isinstance(value, (bytearray, memoryview)):
-                data = memoryview(value).cast("B")
-                head = b"s" + len(data).to_bytes(4, "little")  # marshal's bytes: a type and a length
-                parts = ((len(head) + len(data)).to_bytes(8, "little"), head, data)
-            else:
-                data = marshal.dumps(value)
-                parts = (len(data).to_bytes(8, "little"), data)  # not joined: a value may be megabytes
-            for part in parts:
+            for part in _frames(value):
                 digest.update(part)
                 handle.write(part)
 
         yield put
         handle.seek(0)
         handle.write(digest.digest())
+
+
+def _frames(value: Any) -> tuple:
+    """The bytes of one value in a sealed file: its length, then what ``marshal`` makes of it. A
+    bytearray or memoryview is framed as marshal's bytes without a copy (a table of megabytes)."""
+    if isinstance(value, (bytearray, memoryview)):
+        data = memoryview(value).cast("B")
+        head = b"s" + len(data).to_bytes(4, "little")  # marshal's bytes: a type and a length
+        return (len(head) + len(data)).to_bytes(8, "little"), head, data
+    import marshal
+
+    data = marshal.dumps(value)
+    return len(data).to_bytes(8, "little"), data  # not joined: a value may be megabytes
 
 
 def sealed_values(path: str | os.PathLike) -> Iterator[Any] | None:
@@ -246,11 +251,120 @@ def kept_value(path: str | os.PathLike, build: Callable[[], Any], valid: Callabl
 def _values(payload: memoryview) -> Iterator[Any]:
     import marshal
 
+    for value in raw_values(payload):
+        yield marshal.loads(value)
+
+
+def raw_values(payload: memoryview) -> Iterator[memoryview]:
+    """The ``marshal`` bytes of each value in ``payload`` (a section's, or what follows a sealed
+    file's hash), not loaded: a reader may pass over values it does not need."""
     at = 0
     while at + 8 <= len(payload):
         size = int.from_bytes(payload[at:at + 8], "little")
-        yield marshal.loads(payload[at + 8:at + 8 + size])
+        yield payload[at + 8:at + 8 + size]
         at += 8 + size
+
+
+class Sections(NamedTuple):
+    """An appendable sealed file as read (``sealed_sections``): the payload of each whole
+    section, oldest first; where the last of them ends; the file's size and identity then."""
+
+    payloads: list[memoryview]
+    end: int
+    size: int
+    identity: tuple[int, int]
+
+
+_SECTION_HEAD = 40  # the payload's length (8 bytes) and its sha256
+
+
+def sealed_sections(path: str | os.PathLike) -> Sections | None:
+    """The sections ``section_writer`` wrote to ``path``, up to the first one that is torn or
+    damaged (its hash does not match: a run killed while appending); None when the file is
+    missing. Each payload holds values ``raw_values`` reads."""
+    import hashlib
+
+    try:
+        with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            blob = handle.read()
+    except OSError:
+        return None
+    data = memoryview(blob)
+    payloads: list[memoryview] = []
+    at = 0
+    while at + _SECTION_HEAD <= len(data):
+        size = int.from_bytes(data[at:at + 8], "little")
+        payload = data[at + _SECTION_HEAD:at + _SECTION_HEAD + size]
+        if len(payload) != size or hashlib.sha256(payload).digest() != data[at + 8:at + _SECTION_HEAD]:
+            break
+        payloads.append(payload)
+        at += _SECTION_HEAD + size
+    return Sections(payloads, at, len(blob), (st.st_dev, st.st_ino))
+
+
+@contextlib.contextmanager
+def section_writer(path: str | os.PathLike, after: Sections | None = None) -> Iterator[Callable[[Any], None]]:
+    """Write one section of ``marshal`` values (a cache file, never synced), yielding ``put`` as
+    ``sealed_writer`` does: a new file holding only that section, replaced atomically; or, with
+    ``after`` (the sections a run read), the section appended to the file: a few bytes for a few
+    values instead of the whole file again. The append is made under the file's lock and only
+    when the file is still the one read, ending where its last whole section ended: else
+    nothing is written (a concurrent run wrote its own, as valid, which the next run reads). A
+    run killed while appending leaves a torn last section, which readers pass over."""
+    if after is None:
+        with atomic_writer(path, cache=True) as handle:
+            section = _Section(handle)
+            yield section.put
+            section.close()
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | _BINARY)  # not O_APPEND: the head is written last, in place
+    except FileNotFoundError:
+        yield lambda value: None
+        return
+    with _naming(path), open(fd, "r+b") as handle:
+        lock.lock(fd)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != after.identity or st.st_size != after.size or after.end != after.size:
+            yield lambda value: None
+            return
+        handle.seek(after.end)
+        try:
+            section = _Section(handle)
+            yield section.put
+            section.close()
+            handle.flush()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                handle.flush()
+                os.ftruncate(fd, after.end)  # the file as it was
+            raise
+
+
+class _Section:
+    """One section written to ``handle`` from where it stands: a blank head, the values as
+    they are put, then (``close``) the head: the payload's length and sha256."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        import hashlib
+
+        self.handle = handle
+        self.start = handle.tell()
+        self.digest = hashlib.sha256()
+        self.size = 0
+        handle.write(bytes(_SECTION_HEAD))
+
+    def put(self, value: Any) -> None:
+        for part in _frames(value):
+            self.digest.update(part)
+            self.handle.write(part)
+            self.size += len(part)
+
+    def close(self) -> None:
+        self.handle.seek(self.start)
+        self.handle.write(self.size.to_bytes(8, "little") + self.digest.digest())
+        self.handle.seek(0, os.SEEK_END)
 
 
 def _read_sealed(path: str | os.PathLike) -> memoryview | None:

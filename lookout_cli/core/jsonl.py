@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import io
 import json
 import os
 import stat
@@ -109,6 +110,19 @@ def dumps_compact(obj: Any) -> bytes:
     with _room_for_nesting():
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     return text.encode("utf-8", "backslashreplace")
+
+
+def dumps_text(obj: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``, the text a view counts
+    for a value: made by orjson where it writes the same."""
+    try:
+        data = orjson.dumps(obj)
+    except TypeError:  # a lone surrogate, a big integer, deep nesting
+        data = None
+    if data is not None and not _own_notation(data):
+        return data.decode()
+    with _room_for_nesting():
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 class Record:
@@ -347,10 +361,12 @@ def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYT
 def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b"", spool: IO[bytes] | None = None,
                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of each line holding one of ``needles``, in ``head`` and then the
-    rest of ``stream`` (what it reads is copied to ``spool``). The needles are looked for in whole
-    chunks with ``bytes.find``: a line without one costs no Python work, which is what lets
-    ``measure --usage-only`` run near the speed of reading the file. A line over the bound
-    raises as in ``read_records``."""
+    rest of ``stream`` (what it reads is copied to ``spool``). A chunk's lines are cut in C
+    (``io.BytesIO`` over the chunk) and each is looked at with ``in``: a line without a needle
+    costs a step of Python and is let go at once, which is what lets ``measure --usage-only``
+    run near the speed of reading the file. (Finding each needle in the whole chunk instead
+    costs more: most lines of a real session hold one, and each hit then takes Python work to
+    find its line and number.) A line over the bound raises as in ``read_records``."""
     read = getattr(stream, "read1", stream.read)
 
     def blocks() -> Iterator[bytes]:
@@ -365,6 +381,8 @@ def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b
     lineno = 0
     carry: list[bytes] = []  # the start of a line that runs past its block
     held = 0
+    bounded = max_record_bytes < chunk  # else every whole line of a chunk is within the bound
+    first, *others = needles
     for data in blocks():
         if data and data.find(b"\n") < 0:  # still inside one line
             carry.append(data)
@@ -383,41 +401,28 @@ def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b
                 yield lineno, line
         if not data:
             return
+        lines = io.BytesIO(data)  # shares the chunk's bytes: each line is copied out as it is read
+        lines.seek(begin)
+        for line in lines:  # the chunk's whole lines, then the start of one that runs past it
+            lineno += 1
+            if bounded and len(line) > max_record_bytes and line[-1] == 10 \
+                    and len(line.rstrip(b"\r\n")) > max_record_bytes:
+                raise _too_long(lineno, max_record_bytes)
+            if first not in line:
+                for needle in others:
+                    if needle in line:
+                        break
+                else:
+                    continue
+            if line[-1] != 10:  # cut short: carried into the next chunk
+                break
+            yield lineno, line
         end = data.rfind(b"\n") + 1
-        if max_record_bytes < chunk:  # a bound smaller than a block: look at every line's length
-            for n, line in enumerate(data[begin:end].split(b"\n"), lineno + 1):
-                if len(line.rstrip(b"\r")) > max_record_bytes:
-                    raise _too_long(n, max_record_bytes)
-        starts = set()
-        for needle in needles:
-            at = data.find(needle, begin, end)
-            while at >= 0:
-                start = data.rfind(b"\n", begin, at) + 1 or begin
-                starts.add(start)
-                stop = data.find(b"\n", at, end) + 1 or end
-                at = data.find(needle, stop, end)
-        counted = begin
-        for start in sorted(starts):
-            lineno += _newlines(data, counted, start)
-            counted = start
-            yield lineno + 1, data[start:data.find(b"\n", start, end) + 1 or end]
-        lineno += _newlines(data, counted, end)
         if end < len(data):
+            lineno -= 1  # the line cut short was counted
             carry, held = [data[end:]], len(data) - end
             if held > max_record_bytes + 2:
                 raise _too_long(lineno + 1, max_record_bytes)
-
-
-def _newlines(buf: bytes, start: int, end: int) -> int:
-    """``buf.count(b"\\n", start, end)``, a line at a time: ``find`` looks for one byte with
-    memchr, many bytes at a step, where ``count`` compares them one by one (5 instructions a
-    byte: a quarter of a usage-only read of a file whose lines run to kilobytes)."""
-    n = 0
-    at = buf.find(b"\n", start, end)
-    while at >= 0:
-        n += 1
-        at = buf.find(b"\n", at + 1, end)
-    return n
 
 
 def _check_length(lineno: int, raw: bytes, max_record_bytes: int) -> None:

@@ -89,6 +89,7 @@ class Transcript:
         # called with the view and every item as it is built (measure counts and shrinks them)
         self.sink: Callable[[View, Item], None] | None = None
         self.memo = None  # line_memo.LineMemo: what a lean measure of this file learned before
+        self.early = None  # item_counts.EarlyItems: the items each line gave as it was read (measure)
 
     @property
     def format(self) -> str | None:
@@ -186,6 +187,11 @@ class Adapter:
     def view(self, transcript: Transcript) -> View:
         raise NotImplementedError
 
+    # ``line_items(record, obj, sink)``: the items of a line worked out from the line alone as
+    # it is read, each handed to ``sink``; None when the view must read the line again. A lean
+    # measure then parses each line once (``item_counts.EarlyItems``). None: not offered.
+    line_items: Callable[[Record, Any, Callable], list[Item] | None] | None = None
+
     def counted_texts(self, obj: Any) -> Iterable[str]:
         """Texts of a parsed line that its view would count, known without the lines around it
         (``count_ahead``); none when the format cannot tell."""
@@ -197,7 +203,8 @@ class Adapter:
     usage_needles: tuple[bytes, ...] | None = None
 
     def usage_node(self, obj: Any) -> Any:
-        """What a usage-only load keeps of a line holding a needle (``usage_view`` reads it)."""
+        """What a usage-only load keeps of a line holding a needle (``usage_view`` reads it);
+        None: the line records nothing that view reads, and is not kept."""
         return self.node(obj)
 
     def usage_view(self, records: Sequence[Record]) -> View:

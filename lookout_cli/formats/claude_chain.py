@@ -152,18 +152,28 @@ def uuid_key(value: Any) -> Any:
 
 
 class RecentUuids(dict):
-    """The uuids of the lines read last, so that a child's ``parentUuid`` (nearly always a line
-    just before it) is its parent's number, not a copy. Bounded: all of a long session's would
-    take as much room as the copies."""
+    """The uuids of the lines read last, by their text, as ``uuid_key`` gives them: a child's
+    ``parentUuid`` (nearly always a line just before it) is then its parent's number, not a
+    copy, and is not worked out again. Bounded: all of a long session's would take as much
+    room as the copies."""
 
     LIMIT = 4096
 
-    def shared(self, key: Any) -> Any:
-        if type(key) is not int:
-            return key
-        if len(self) >= self.LIMIT:
-            self.clear()
-        return self.setdefault(key, key)
+    def key(self, value: Any) -> Any:
+        found = self.get(value) if type(value) is str else None
+        if found is None:
+            if value is None:
+                return None
+            if len(self) >= self.LIMIT:
+                self.clear()
+            found = uuid_key(value)
+            if found is not None:
+                self[value] = found
+        return found
+
+
+_REQUEST_ID = Node._AT["requestId"]
+_USAGE_KEYS = NodeUsage.KEYS[:-1]
 
 
 def node_of(obj: dict, recent: RecentUuids | None = None) -> Node:
@@ -171,30 +181,37 @@ def node_of(obj: dict, recent: RecentUuids | None = None) -> Node:
     (shared with the ``recent`` lines'). Names and ids are interned: a split response's lines
     share one ``message.id``, a result names its call."""
     values = list(map(obj.get, NODE_FIELDS))
-    values[0] = interned(values[0]) if values[0] is not None or MOVED_FIELD not in obj else MOVED_KIND
+    kind = values[0]
+    if type(kind) is str:
+        values[0] = kind = sys.intern(kind)
+    elif kind is None and MOVED_FIELD in obj:
+        values[0] = kind = MOVED_KIND
+    key = recent.key if recent is not None else uuid_key
     for at in _UUIDS:
-        key = uuid_key(values[at])
-        values[at] = key if recent is None else recent.shared(key)
-    if type(values[0]) is not str or values[0] not in CONVERSATION_TYPES:
+        if values[at] is not None:
+            values[at] = key(values[at])
+    if type(kind) is not str or kind not in CONVERSATION_TYPES:
         values[_TIMESTAMP] = None  # read only of conversation lines (the leaf, items, usages)
     if values[_SIDECHAIN] is not True:
         values[_SIDECHAIN] = None
     message = values[_MESSAGE]
-    if isinstance(message, dict):
-        mid = interned(message.get("id"))
-        if isinstance(mid, str) and mid:
-            values[Node._AT["requestId"]] = None  # the response's key is its message id then
+    if type(message) is dict:
+        mid = message.get("id")
+        if type(mid) is str:
+            mid = sys.intern(mid)
+            if mid:
+                values[_REQUEST_ID] = None  # the response's key is its message id then
         usage = message.get("usage")
-        if isinstance(usage, dict):
+        if type(usage) is dict:
             creation = usage.get("cache_creation")
-            usage = (*map(usage.get, NodeUsage.KEYS[:-1]),
-                     (creation.get("ephemeral_1h_input_tokens"),) if isinstance(creation, dict) else None)
+            usage = (*map(usage.get, _USAGE_KEYS),
+                     (creation.get("ephemeral_1h_input_tokens"),) if type(creation) is dict else None)
         else:
             usage = None
         content = message.get("content")
-        if isinstance(content, list):
-            content = tuple(tuple(interned(b.get(k)) for k in _BLOCK_KEYS) for b in content
-                            if isinstance(b, dict) and ("id" in b or "tool_use_id" in b))
+        if type(content) is list:
+            content = tuple(tuple(map(interned, map(b.get, _BLOCK_KEYS))) for b in content
+                            if type(b) is dict and ("id" in b or "tool_use_id" in b))
             content = content[0] if len(content) == 1 else content or None  # one block: kept bare
         else:
             content = None

@@ -59,6 +59,7 @@ from lookout_cli.formats.claude_chain import (
 from lookout_cli.formats.claude_items import (
     SETUP_FIELD,
     TRUNCATED_FIELD,
+    LineItems,
     build_view,
     counted_texts,
     text_of_result,
@@ -138,6 +139,7 @@ class Adapter(_Base):
     def __init__(self) -> None:
         super().__init__()
         self.recent = RecentUuids()
+        self.line_items = LineItems()
 
     def node(self, obj: Any) -> Any:
         return node_of(obj, self.recent) if isinstance(obj, dict) else obj
@@ -152,15 +154,14 @@ class Adapter(_Base):
         return transcript.kept("chain", lambda: build_chain(transcript.records))
 
     def view(self, transcript: Transcript) -> View:
-        return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo)
+        return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo, transcript.early)
 
     def counted_texts(self, obj: Any) -> Iterator[str]:
         return counted_texts(obj)
 
     usage_needles = (b'"usage"', b'"compact_boundary"')
 
-    def usage_node(self, obj: Any) -> Any:
-        return usage_node(obj)
+    usage_node = staticmethod(usage_node)  # once a line of a usage-only load: called directly
 
     def usage_view(self, records) -> View:
         return usage_view(records, self.record_node)

@@ -23,11 +23,11 @@ What each line becomes (the choices are listed in the adapter report):
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthropic views count calls so too
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
 from lookout_cli.formats.claude_chain import (
     MOVED_FIELD,
@@ -70,10 +70,6 @@ HARNESS_PREFIXES = (
 PLACEHOLDER_PREFIX = "[lookout "  # what lookout leaves where it cleared something
 TEXT_ATTACHMENTS = {"file", "directory", "queued_command"}
 GENERIC_TEXT_KEYS = ("content", "text", "prompt", "snippet", "banner", "planContent", "message")
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def image_ref(source: Any, fallback_type: str | None = None) -> ImageRef:
@@ -153,10 +149,11 @@ def counted_texts(obj: Any) -> Iterator[str]:
 
 
 class _Builder:
-    def __init__(self, chain: Chain, fmt: str, sink=None, memo=None):
+    def __init__(self, chain: Chain | None, fmt: str, sink=None, memo=None, early=None):
         self.chain = chain
         self.view = View(format=fmt, sink=sink)
         self.memo = memo  # line_memo.LineMemo: the items of lines measured before
+        self.early = early  # the items each line gave as it was read (``line_items``), by position
         self.reads_next = False  # the line being built looked at the next one
         self.message = 0
         self.turn = 0
@@ -198,6 +195,7 @@ class _Builder:
         memo = self.memo
         if memo is not None:
             memo.begin(self.view.model)
+        early = self.early if self.early is not None and self.early.usable(self.view.model) else None
         # each visible line is parsed once (a lean record lets go of its value after use; a
         # line looked ahead at keeps it until its turn)
         for n, pos in enumerate(visible):
@@ -211,6 +209,12 @@ class _Builder:
                 record.release()
                 continue
             first = len(self.view.items)
+            items = early.take(pos) if early is not None else None
+            if items is not None:  # built and counted as the line was read: not parsed again
+                self.adopt(items)
+                if memo is not None:
+                    memo.keep(pos, (first, len(self.view.items)))
+                continue
             obj = chain.obj(pos)
             kind = obj.get("type")
             ts = node.get("timestamp")  # the node's copy: one string per line
@@ -252,6 +256,39 @@ class _Builder:
             if item.call_id and item.kind in (TOOL_RESULT, IMAGE):
                 item.tool = self.tools.get(item.call_id)
             self.view.items.append(item)  # not through the sink: counted already
+
+    def adopt(self, items: list[Item]) -> None:
+        """The items a line gave on its own (``line_items``), numbered as this view numbers
+        them: its message and turn, and a result's tool name (counted already: not through
+        the sink)."""
+        if any(item.prompt for item in items):
+            self.turn += 1
+        message, turn, tools = self.message, self.turn, self.tools
+        for item in items:
+            item.message, item.turn = message, turn
+            if item.call_id and item.kind in (TOOL_RESULT, IMAGE):
+                item.tool = tools.get(item.call_id)
+        self.view.items += items
+
+    def line(self, record, obj: dict, ts: str | None) -> list[Item] | None:
+        """``line_items`` with this builder (one a reading, its view holding no items)."""
+        kind = type_of(obj)
+        if obj.get("isSidechain") is True or kind not in _ITEM_LINES:
+            return None
+        items = self.view.items = []
+        self.turn = 0
+        self.reads_next = False
+        if kind == "user":
+            self.user_line(record, obj, dict, ts)  # the next line is not read yet: see reads_next
+        elif kind == "assistant":
+            self.assistant_line(record, obj, ts)
+        elif kind == "attachment":
+            self.attachment_line(record, obj, ts)
+        elif obj.get("subtype") == "local_command":
+            content = obj.get("content")
+            if isinstance(content, str) and content:
+                self.add(record, "user", NOTICE, content, ("content",), timestamp=ts)
+        return None if self.reads_next else items
 
     def user_line(self, record, obj, nxt, ts) -> None:
         message = obj.get("message")
@@ -511,19 +548,54 @@ class _Responses:
         self.current = {}
 
 
-USAGE_FIELDS = ("type", "subtype", "isSidechain", "requestId", "uuid", "timestamp", "isApiErrorMessage",
-                "compactMetadata", MOVED_FIELD)
+class _Response(tuple):
+    """What a usage-only load keeps of a response's line: (key, input, cache write, cache read,
+    output, 1-hour cache write, model, timestamp) as ``_usage`` reads them; the key is None
+    when the line names none (its line number is the key then, as in ``_Responses``)."""
+
+    __slots__ = ()
+
+
+_BOUNDARY_FIELDS = ("type", "subtype", "timestamp", "compactMetadata")  # what ``_compaction`` reads
 
 
 def usage_node(obj: Any) -> Any:
-    """Of a line a usage-only load keeps, what ``usage_view`` reads (not its content)."""
-    if not isinstance(obj, dict):
-        return obj
-    node = {key: obj[key] for key in USAGE_FIELDS if key in obj}
-    message = obj.get("message")
-    if is_map(message):
-        node["message"] = {key: message[key] for key in ("id", "model", "usage") if key in message}
-    return node
+    """Of a line a usage-only load reads, what ``usage_view`` needs: a response's figures
+    (``_Response``), a compaction boundary's fields, else None (a subagent's line, or one that
+    records no usage: not kept). The checks are ``_usage``'s and ``usage_view``'s, made once a
+    line on the parsed value, so that the view builds only the usages it counts."""
+    if type(obj) is not dict:
+        return None
+    get = obj.get
+    if get("isSidechain") is True:
+        return None
+    kind = get("type")  # ``line_type``: a moved response's usage stays where it was
+    if kind == "assistant" or kind == MOVED_KIND or (kind is None and MOVED_FIELD in obj):
+        message = get("message")
+        if type(message) is not dict or get("isApiErrorMessage") is True:
+            return None
+        usage = message.get("usage")
+        model = message.get("model")
+        if type(usage) is not dict or model == "<synthetic>":
+            return None
+        # ``_int`` written out: this runs for every response of the file
+        uncached, write = usage.get("input_tokens"), usage.get("cache_creation_input_tokens")
+        read, output = usage.get("cache_read_input_tokens"), usage.get("output_tokens")
+        uncached = uncached if type(uncached) is int and uncached > 0 else 0
+        write = write if type(write) is int and write > 0 else 0
+        read = read if type(read) is int and read > 0 else 0
+        output = output if type(output) is int and output > 0 else 0
+        if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
+            return None
+        creation, mid, timestamp = usage.get("cache_creation"), message.get("id"), get("timestamp")
+        return _Response((
+            mid if type(mid) is str and mid else get("requestId") or get("uuid") or None,
+            uncached, write, read, output,
+            _int(creation.get("ephemeral_1h_input_tokens")) if type(creation) is dict else 0,
+            model if type(model) is str else None, timestamp if type(timestamp) is str else None))
+    if kind == "system" and get("subtype") == "compact_boundary":
+        return {key: obj[key] for key in _BOUNDARY_FIELDS if key in obj}
+    return None
 
 
 def usage_view(records, node: Callable[[Any], Any]) -> View:
@@ -532,19 +604,44 @@ def usage_view(records, node: Callable[[Any], Any]) -> View:
     leaves them; a response split over lines counts once (its last line), and once only across
     compactions, as ``usages_and_compactions`` counts them."""
     view = View(format="claude-code")
-    responses = _Responses(view.usages)
+    counted: list[tuple] = []  # (record, figures) of each response of the older segments, its last line's
+    current: dict[Any, tuple] = {}  # this segment's: response key -> (record, figures), in first-seen order
+    seen_before: set = set()  # response keys of older segments
+    response, last_model = _Response, None  # the model of the last response counted
     for record in records:
-        obj = node(record)  # a usage node, or the chain's (--strict, or a pipe with no room, reads every line)
-        if not is_map(obj) or obj.get("isSidechain") is True:
-            continue
-        if is_boundary(obj):
-            responses.next_segment()
-            view.compactions.append(_compaction(record, obj))
-            continue
-        usage = responses.add(record, obj, record.lineno)
-        if usage is not None and usage.model:
-            view.model = usage.model
+        figures = record.node
+        if type(figures) is not response:  # a boundary, or the chain's node (--strict, a pipe with no room)
+            obj = node(record)
+            if not is_map(obj) or obj.get("isSidechain") is True:
+                continue
+            if is_boundary(obj):
+                counted += current.values()
+                seen_before.update(current)
+                current = {}
+                view.compactions.append(_compaction(record, obj))
+                continue
+            figures = _figures(obj)
+            if figures is None:
+                continue
+        key = figures[0] or str(record.lineno)
+        if key not in seen_before:
+            current[key] = (record, figures)  # a response split over lines keeps its first place
+            last_model = figures[6] or last_model
+    counted += current.values()
+    view.model = last_model
+    view.usages = [Usage(record, uncached, write, read, output, write_1h, model, timestamp)
+                   for record, (_, uncached, write, read, output, write_1h, model, timestamp) in counted]
     return view
+
+
+def _figures(obj: Any) -> _Response | None:
+    """``usage_node``'s figures of a line read another way (a chain node or a parsed line)."""
+    usage = _usage(None, obj)
+    if usage is None:
+        return None
+    return _Response((message_id(obj) or obj.get("requestId") or obj.get("uuid") or None, usage.input,
+                      usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h, usage.model,
+                      usage.timestamp))
 
 
 def chain_model(chain: Chain) -> str | None:
@@ -610,5 +707,27 @@ def _compaction(record, obj: dict) -> Compaction:
     )
 
 
-def build_view(chain: Chain, fmt: str, sink=None, memo=None) -> View:
-    return _Builder(chain, fmt, sink, memo).build()
+def build_view(chain: Chain, fmt: str, sink=None, memo=None, early=None) -> View:
+    return _Builder(chain, fmt, sink, memo, early).build()
+
+
+_ITEM_LINES = frozenset({"user", "assistant", "attachment", "system"})
+
+
+class LineItems:
+    """``Adapter.line_items`` for Claude Code: the items of a line worked out from the line
+    alone as it is read, so that a measure parses each line once. Each item is handed to
+    ``sink`` (which counts and shrinks it); message and turn numbers and a result's tool name
+    come from the lines around it and are set when the view takes the items (``adopt``). A
+    subagent's line, a line that gives no item, and a slash command (whose kind depends on
+    the line after it) give None: the view reads those again if it shows them."""
+
+    def __init__(self) -> None:
+        self.builder = _Builder(None, "claude-code")
+
+    def __call__(self, record, obj: dict, sink) -> list[Item] | None:
+        builder = self.builder
+        builder.view.sink = sink
+        node = record.node
+        ts = node.get("timestamp") if node is not None else None  # the node's copy: one string a line
+        return builder.line(record, obj, ts if isinstance(ts, str) else None)

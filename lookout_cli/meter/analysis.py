@@ -599,16 +599,17 @@ def meter_state(percent: float, amber: float, red: float, hidden: float = HIDDEN
 def series(view: View, found: list[Response]) -> list[dict]:
     """One point per recorded response: what the provider counted, for the plot."""
     in_context = {id(r.usage) for r in found}
-    points = []
+    usages = view.usages
+    lines = [usage.record.lineno for usage in usages]
     marks = sorted(c.record.lineno for c in view.compactions)
-    for n, usage in enumerate(view.usages):
-        compaction_before = any(
-            (points[-1]["line"] if points else 0) < m <= usage.record.lineno for m in marks)
-        points.append({"n": n, "line": usage.record.lineno, "timestamp": usage.timestamp,
-                       "prompt": usage.prompt, "output": usage.output,
-                       "context": usage.prompt + usage.output,
-                       "in_context": id(usage) in in_context, "compaction_before": compaction_before})
-    return points
+    # a compaction before a point lies after the previous point's line, up to its own: the
+    # count of compactions up to a line (bisect_right) grows there
+    upto = [bisect.bisect_right(marks, line) for line in (0, *lines)] if marks else None
+    return [{"n": n, "line": line, "timestamp": usage.timestamp,
+             "prompt": (prompt := usage.input + usage.cache_write + usage.cache_read), "output": usage.output,
+             "context": prompt + usage.output, "in_context": id(usage) in in_context,
+             "compaction_before": upto is not None and upto[n + 1] > upto[n]}
+            for n, (usage, line) in enumerate(zip(usages, lines))]
 
 
 def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,

@@ -67,6 +67,16 @@ class CountingSink:
         self._settle()
         return self.counter
 
+    def restart(self) -> None:
+        """Count the next items with a counter for the view's model (not the one made before it
+        was known)."""
+        self._flush()
+        self._settle()
+        close = getattr(self.counter, "close", None)
+        if close is not None:
+            close()
+        self.counter = None
+
     def _make_counter(self, view: View) -> None:
         self.counter = self.make_counter(view.model)
         adopt = getattr(self.counter, "adopt", None)
@@ -103,6 +113,50 @@ class CountingSink:
         for item, n in zip(items, wait()):
             item.tokens = n
             shrink(item)
+
+
+class EarlyItems:
+    """The items of each line, built and counted as the line is read (``Adapter.line_items``),
+    so that a measure parses each line once; the view takes them by the line's position
+    (``take``). ``key(model)`` says how a model's texts are counted: the items are counted
+    before the view's model is known (as ``key(None)``), and taken only when the view's model
+    is counted the same way (else the view reads the lines again)."""
+
+    def __init__(self, sink: CountingSink, key: Callable[[str | None], tuple]) -> None:
+        self.sink = sink
+        self.key = key
+        self.make = None
+        self.items: list = []  # by line position: None, one item, or a tuple of a line's items
+
+    def start(self, adapter) -> EarlyItems | None:
+        """The format is known: this, when its adapter can say a line's items on its own."""
+        self.make = getattr(adapter, "line_items", None)
+        return self if self.make is not None else None
+
+    def read(self, record, obj) -> None:
+        made = self.make(record, obj, self.sink)
+        if not made:
+            return
+        items, pos = self.items, record.lineno - 1
+        if pos > len(items):
+            items.extend([None] * (pos - len(items)))
+        if pos == len(items):  # (a line read twice is not taken twice)
+            items.append(made[0] if len(made) == 1 else tuple(made))
+
+    def usable(self, model: str | None) -> bool:
+        """Whether the view of ``model`` can take the items (else they are let go)."""
+        if self.key(model) == self.key(None):
+            return True
+        self.items = []
+        self.sink.restart()
+        return False
+
+    def take(self, pos: int) -> list[Item] | None:
+        items = self.items
+        if pos >= len(items) or items[pos] is None:
+            return None
+        found, items[pos] = items[pos], None
+        return [found] if type(found) is Item else list(found)
 
 
 def shrink(item: Item) -> None:

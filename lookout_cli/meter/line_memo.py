@@ -16,9 +16,14 @@ A known model-visible line gives its items again without being parsed or counted
 item takes from the lines around it is worked out anew by the adapter (its message and turn
 numbers, a result's tool name). A line whose items depend on the next line is not kept.
 
-One file per path in the state folder: ``marshal`` data headed by its sha256
-(``fsutil.sealed_writer``), replaced atomically, so concurrent runs leave one of their memos
-and a torn or damaged one is ignored. Only adapters that keep their items in it
+One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
+values headed by their sha256). A run that resumed the file appends a section with only what
+it added: the new lines (where they start, their digests and nodes) and the items built anew,
+by line (a prompt's run writes kilobytes, not the whole memo again). Any other run, or one
+that finds MAX_SECTIONS sections or more appended than the first holds, writes the file anew
+as one section, replaced atomically. Sections must follow one another (each starts at the
+line the one before ends at, with the same key and counting); reading stops at the first
+that does not, or that is torn or damaged. Only adapters that keep their items in it
 (``Adapter.remembers_items``) use it.
 """
 
@@ -27,22 +32,30 @@ from __future__ import annotations
 import array
 import hashlib
 import itertools
+import marshal
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from lookout_cli import __version__
-from lookout_cli.core.fsutil import sealed_values, sealed_writer
+from lookout_cli.core.fsutil import (
+    Sections,
+    raw_values,
+    sealed_sections,
+    section_writer,
+)
 from lookout_cli.core.jsonl import LeanRecord, LineIndex
 from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 6  # the file's layout, what a kept node and a packed item look like
+VERSION = 7  # the file's layout, what a kept node and a packed item look like (7: sections)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
+MAX_SECTIONS = 64  # from this many, the memo is written anew as one (what a resumed run reads stays few values)
+_END = marshal.dumps(None)  # ends the nodes and the items of a section
 
 
 def digest(raw: bytes) -> bytes:
@@ -53,19 +66,51 @@ def memo_path(path: str | os.PathLike, key: str) -> Path:
     return measure_state.state_path(path, key).with_suffix(".lines")
 
 
+class _Part:
+    """One section of the memo read: its header, tables, and its values past them (nodes, then
+    items, each a list of chunks ended by None), loaded only when asked for."""
+
+    def __init__(self, header: dict, starts: bytes, digests: bytes, rest: Iterator[memoryview]) -> None:
+        self.header, self.starts, self.digests, self.rest = header, starts, digests, rest
+        self.nodes: list | None = None
+
+    def _list(self, load: bool = True) -> list:
+        out: list = []
+        for raw in self.rest:
+            if raw == _END:
+                return out
+            if load:
+                out += marshal.loads(raw)
+        raise ValueError("a list of chunks not ended")
+
+    def read_nodes(self) -> list:
+        if self.nodes is None:
+            self.nodes = self._list()
+        return self.nodes
+
+    def items(self) -> list:
+        """(line, packed items) pairs, past the nodes (not loaded when not read yet)."""
+        if self.nodes is None:
+            self._list(load=False)
+            self.nodes = []
+        return self._list()
+
+
 class LineMemo:
     """The memo of one file path. ``count_key(model)`` says how this run counts a model's
-    texts (items counted otherwise before are built again).
-
-    The file is a header (``marshal``), the nodes in chunks, the items in chunks, each list of
-    chunks ended by None, all headed by the sha256 of the rest: written and read a chunk at a
-    time, so a memo never needs a second copy of every node in memory."""
+    texts (items counted otherwise before are built again)."""
 
     def __init__(self, path: str, format_name: str | None, count_key: Callable[[str | None], tuple]) -> None:
         self.path = path
         self.key = f"lines-{VERSION}-{__version__}-{format_name or ''}"
         self.count_key = count_key
-        self.digests = bytearray()  # this run's lines' digests, one after the other
+        # this run's lines' digests, one after the other, from line ``_first`` on (the lines
+        # before it, when the file grew, are known by their place)
+        self.digests = bytearray()
+        self._first = 0
+        self._resumed = False
+        self._resumed_as_counted = False  # resumed, and the memo's items are counted as this run counts
+        self._old_digests = b""  # the digests of the lines before ``_first``
         self.sniffed: int | None = None  # the line by which the format was known (0: given)
         # visible lines whose items to keep: (line, first item, end) triples of the view's items,
         # and items taken back from the memo (an array: a tuple and a dict entry per line was
@@ -73,32 +118,51 @@ class LineMemo:
         self._spans = array.array("q")
         self._known: dict[int, list[tuple]] = {}
         self._count: tuple | None = None
-        self._items: dict[bytes, list[tuple]] = {}
+        self._items: dict[Any, list[tuple]] | None = None  # line (resumed) or digest -> packed items
         self._nodes: dict[bytes, Any] | None = None  # digest -> kept node, for a rewritten file
-        self._stream: Iterator[Any] | None = sealed_values(memo_path(self.path, self.key))  # its next values
-        self._past_nodes = False  # the nodes of the memo read were read
-        old = self._next()
-        self._old = old if type(old) is dict and old.get("key") == self.key else None
-        if self._old is not None:  # the two per-line tables follow the header
-            self._old["starts"], self._old["digests"] = self._next(), self._next()
-
-    def _next(self) -> Any:
-        """The next value of the memo read (None at the end of a list of chunks or on damage)."""
+        read = sealed_sections(memo_path(self.path, self.key))
+        self._parts: list[_Part] = []
         try:
-            return next(self._stream, None) if self._stream is not None else None
-        except (ValueError, EOFError, TypeError):
-            self._stream = None
-            return None
+            self._read_headers(read.payloads if read is not None else [])
+        except (ValueError, EOFError, TypeError, KeyError, IndexError):
+            pass
+        self._old = self._parts[-1].header if self._parts else None  # the newest state
+        # where this run may append its section: after the sections read, when all of them
+        # were whole and follow one another, they are not too many, and the appended ones do
+        # not outweigh the first
+        self._after: Sections | None = None
+        if read is not None and self._parts and len(self._parts) == len(read.payloads) < MAX_SECTIONS \
+                and read.end == read.size and 2 * read.payloads[0].nbytes >= read.end:
+            self._after = read._replace(payloads=[])  # (the payloads are let go with the parts)
 
-    def _chunks(self):
-        """The chunks of the next list in the memo read."""
-        while (chunk := self._next()) is not None:
-            yield chunk
+    def _read_headers(self, payloads: list[memoryview]) -> None:
+        """The sections that follow one another, up to the first that does not."""
+        lines = 0
+        base = None
+        for payload in payloads:
+            rest = raw_values(payload)
+            header = marshal.loads(next(rest))
+            if type(header) is not dict or header.get("key") != self.key or header["first"] != lines:
+                return
+            if base is not None and any(header[k] != base[k] for k in ("format", "sniffed", "count")):
+                return
+            starts, digests = marshal.loads(next(rest)), marshal.loads(next(rest))
+            new = header["end"] - lines
+            if new < 0 or len(starts) != 8 * (new + (base is None)) or len(digests) != DIGEST_BYTES * new:
+                return
+            self._parts.append(_Part(header, starts, digests, rest))
+            base = base or header
+            lines = header["end"]
 
     @property
     def known(self) -> bool:
         """Whether this lookout measured the path before (its lines may need no counting)."""
         return self._old is not None
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the lines measured before were taken from the memo (the file only grew)."""
+        return self._resumed
 
     @property
     def format(self) -> str | None:
@@ -116,29 +180,31 @@ class LineMemo:
             plan = measure_state.plan_for(state, handle)
         except (OSError, TypeError, KeyError):
             return None
+        count = old["end"]
         starts = array.array("q")
-        starts.frombytes(old["starts"])
-        count = len(starts) - 1
+        for part in self._parts:
+            starts.frombytes(part.starts)
         if plan.kind not in (measure_state.APPEND, measure_state.UNCHANGED) or old["sniffed"] > count \
-                or starts[-1] != state.offset:
+                or len(starts) != count + 1 or starts[-1] != state.offset:
             return None
         index = LineIndex(handle.fileno(), starts=starts)
-        records: list[LeanRecord] = []
-        self._past_nodes = True
         try:
-            for chunk in self._chunks():
-                for kept in chunk:
-                    if len(records) < count:
-                        record = LeanRecord(len(records) + 1, index, None)
-                        record.node = None if kept is None else adapter.revive(kept)
-                        records.append(record)
-        except (TypeError, IndexError, KeyError):  # not what this lookout keeps
-            self._old, self._stream = None, None
+            nodes = [kept for part in self._parts for kept in part.read_nodes()]
+            if len(nodes) != count:
+                raise ValueError("not a node a line")
+            records = list(map(LeanRecord, range(1, count + 1), itertools.repeat(index), itertools.repeat(None)))
+            revive = adapter.revive
+            for record, kept in zip(records, nodes):
+                if kept is not None:
+                    record.node = revive(kept)
+            items = {pos: packed for part in self._parts for pos, packed in part.items()}
+        except (ValueError, EOFError, TypeError, IndexError, KeyError):  # not what this lookout keeps
+            self._old, self._parts = None, []
             return None
-        self._read_items()
-        if len(records) != count:
-            return None
-        self.digests = bytearray(old.pop("digests")[:count * DIGEST_BYTES])
+        self._items = items
+        self._first, self._resumed = count, True
+        self._resumed_as_counted = old["format"] == adapter.name
+        self._old_digests = b"".join(part.digests for part in self._parts)
         self.sniffed = old["sniffed"]
         self._nodes = {}  # the lines after them are new: not looked up
         handle.seek(state.offset)
@@ -153,12 +219,14 @@ class LineMemo:
     def node(self, adapter) -> Any:
         """The node of the line noted last, when a line with its bytes was measured before."""
         if self._nodes is None:
-            data = self._old.pop("digests") if self._old else b""
-            keys = (data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES))
-            self._past_nodes = True
-            nodes = [kept for chunk in self._chunks() for kept in chunk]  # to the end of the list
-            self._nodes = dict(zip(keys, nodes))
-            self._read_items()
+            self._nodes = {}
+            try:
+                for part in self._parts:
+                    data = part.digests
+                    keys = (data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES))
+                    self._nodes.update(zip(keys, part.read_nodes()))
+            except (ValueError, EOFError, TypeError):
+                self._nodes, self._parts = {}, []
         kept = self._nodes.pop(bytes(self.digests[-DIGEST_BYTES:]), None)  # let go of it (a repeated line is parsed)
         if kept is None:
             return None
@@ -175,26 +243,29 @@ class LineMemo:
     def begin(self, model: str | None) -> None:
         """The view's model is known: items counted as this run counts them can be reused."""
         self._count = self.count_key(model)
-        if not self._past_nodes:
-            self._past_nodes = True
-            for _ in self._chunks():  # the nodes were not needed: past them to the items
-                pass
-        self._read_items()
+        if self._items is None:  # not resumed: the items of lines with the same bytes
+            self._items = {}
+            try:
+                digests = b"".join(part.digests for part in self._parts)
+                for part in self._parts:
+                    for pos, packed in part.items():
+                        self._items[digests[pos * DIGEST_BYTES:(pos + 1) * DIGEST_BYTES]] = packed
+            except (ValueError, EOFError, TypeError):
+                self._items = {}
+        self._parts = []  # read: let go of the sections
         if not (self._old and tuple(self._old["count"]) == self._count):
             self._items = {}
-
-    def _read_items(self) -> None:
-        """Read the items of the memo (after its nodes) and let go of what was read."""
-        if self._stream is not None:
-            self._items = {key: packed for chunk in self._chunks() for key, packed in chunk}
-            self._stream = None
+            self._resumed_as_counted = False  # the items it holds are counted otherwise: written anew
 
     def items(self, pos: int) -> list[tuple] | None:
         """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""
+        if self._resumed:
+            return self._items.get(pos)
         return self._items.get(self._digest(pos))
 
     def _digest(self, pos: int) -> bytes:
-        return bytes(self.digests[pos * DIGEST_BYTES:(pos + 1) * DIGEST_BYTES])
+        at = (pos - self._first) * DIGEST_BYTES
+        return bytes(self.digests[at:at + DIGEST_BYTES])
 
     def keep(self, pos: int, items: list[tuple] | tuple[int, int]) -> None:
         """Line ``pos`` is model-visible and its items depend on no other line: they are
@@ -207,43 +278,57 @@ class LineMemo:
     # --- saving -----------------------------------------------------------------------------
     def save(self, transcript) -> None:
         """Remember the transcript's lines, once its view is built and counted, and let go of
-        each line's node as it is written (nothing reads them after the view). Best effort: a
-        memo that cannot be written costs only time."""
+        each line's node as it is written (nothing reads them after the view): the lines and
+        items this run added, appended, when it resumed the memo; else all of them, anew. Best
+        effort: a memo that cannot be written costs only time."""
         records = transcript.records
-        if not records or len(self.digests) != len(records) * DIGEST_BYTES or self._count is None:
+        first = self._first
+        if not records or len(self.digests) != (len(records) - first) * DIGEST_BYTES or self._count is None:
             return
         index = records[0]._index
         offset, size = records[-1].span()
         complete = len(records)
         if os.pread(index.fd, 1, offset + size - 1) != b"\n":
             complete -= 1  # the last line may still be being written: read it again next time
+        append = self._resumed_as_counted and self._after is not None
+        if not append:
+            first = 0
         items = transcript.view().items
         plain = transcript.adapter.plain
         spans = self._spans
 
-        def kept() -> Iterator[tuple]:  # (digest, packed items) of each kept line, made as written
+        def kept() -> Iterator[tuple]:  # (line, packed items) of each kept line, made as written
             for n in range(0, len(spans), 3):
-                yield self._digest(spans[n]), [pack(i) for i in items[spans[n + 1]:spans[n + 2]]]
-            for pos, known in self._known.items():
-                yield self._digest(pos), known
+                if spans[n] < complete:  # a line still being written may end otherwise
+                    yield spans[n], [pack(i) for i in items[spans[n + 1]:spans[n + 2]]]
+            if not append:  # else the memo holds them already
+                for pos, known in self._known.items():
+                    if pos < complete:
+                        yield pos, known
 
+        built = any(spans[n] < complete for n in range(0, len(spans), 3))  # items counted by this run
+        if self._resumed_as_counted and complete == self._first and not built:
+            return  # nothing new to remember
+        lines = kept()
+        chunk = list(itertools.islice(lines, CHUNK))
         try:
             state = measure_state.state_of(transcript.spool, self.path, self.key, index.starts[complete])
             header = {"key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
-                      "state": state.__dict__, "count": self._count}
-            with sealed_writer(memo_path(self.path, self.key)) as put:
+                      "state": state.__dict__, "count": self._count, "first": first, "end": complete}
+            new = memoryview(self.digests)[:(complete - self._first) * DIGEST_BYTES]
+            with section_writer(memo_path(self.path, self.key), self._after if append else None) as put:
                 put(header)
-                put(memoryview(index.starts)[:complete + 1])  # tables: written as they are
-                put(self.digests)
-                for at in range(0, len(records), CHUNK):
-                    chunk = records[at:at + CHUNK]
-                    put([plain(r.node) for r in chunk])
-                    for record in chunk:
+                put(memoryview(index.starts)[first + append:complete + 1])  # tables: written as they are
+                put(new if first == self._first else self._old_digests + new)
+                for at in range(first, complete, CHUNK):
+                    chunk_of = records[at:min(at + CHUNK, complete)]
+                    put([plain(r.node) for r in chunk_of])
+                    for record in chunk_of:
                         record.node = None
                 put(None)
-                lines = kept()
-                while chunk := list(itertools.islice(lines, CHUNK)):
+                while chunk:
                     put(chunk)
+                    chunk = list(itertools.islice(lines, CHUNK))
                 put(None)
         except (OSError, ValueError):
             pass

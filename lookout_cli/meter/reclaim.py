@@ -61,6 +61,11 @@ def call_arguments(item: Item) -> Any:
     return text[len(name):].strip() if text.startswith(name) else text
 
 
+# a character that makes shlex cut words otherwise than ``str.split``: a quote, an escape,
+# anything outside printable ASCII, tabs and line ends
+_SHLEX_SPECIAL = re.compile(r"[^\x20-\x7e\t\n\r]|['\"\\]").search
+
+
 def _shell_read(command: Any) -> tuple[str, str] | None:
     """The file a shell command reads whole or in part (``cat f``, ``sed -n '1,80p' f``…)."""
     if isinstance(command, list):
@@ -73,10 +78,13 @@ def _shell_read(command: Any) -> tuple[str, str] | None:
         first = command.split(None, 1)[0] if command.strip() else ""
         if os.path.basename(first.strip("'\"")) not in READ_COMMANDS:
             return None  # most commands read no file: skip the costly shlex parse
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            return None
+        if not _SHLEX_SPECIAL(command):
+            words = command.split()  # what shlex would make of it, at a fraction of the cost
+        else:
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                return None
     else:
         return None
     if not words or os.path.basename(words[0]) not in READ_COMMANDS:

@@ -51,7 +51,7 @@ def _setup_files(settings: Settings, cwd: str | None) -> list[list]:
 
 def load(path: str, settings: Settings, format_name: str | None) -> Meter | None:
     """The stored meter of ``path`` when neither the file nor its setup changed, else None."""
-    plan = measure_state.plan(path, settings_key(settings, format_name))
+    plan = measure_state.plan(path, settings_key(settings, format_name), totals_for=(measure_state.UNCHANGED,))
     if plan.kind != measure_state.UNCHANGED:
         return None
     totals = plan.state.totals

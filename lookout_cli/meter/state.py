@@ -20,7 +20,10 @@ say the encoding and the schema of the totals):
 
 ``commit()`` stores the new offset and totals atomically (temp file, rename), so concurrent
 runs never see half a state; the last writer wins, and either state is valid for its file.
-The state lives in ``paths.cache_dir()/state/``, named by a hash of the file's real path.
+The state lives in ``paths.cache_dir()/state/``, named by a hash of the file's real path: a
+line of JSON for the state, then one for the totals, which are parsed only for the plans that
+use them (a meter's totals hold a point per response: parsing them took longer than telling
+that the file grew).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from lookout_cli.core import paths
 from lookout_cli.core.file_guard import digest, guards
 from lookout_cli.core.fsutil import atomic_write
 
-VERSION = 2  # 2: BLAKE2b guards and names (1: sha256)
+VERSION = 3  # 3: the totals on a line of their own (2: BLAKE2b guards and names; 1: sha256)
 
 NEW, UNCHANGED, APPEND, REWRITE, TRUNCATE = "new", "unchanged", "append", "rewrite", "truncate"
 
@@ -96,26 +99,44 @@ def last_complete(fh, start: int, end: int) -> int:
 
 
 def load(path: str | os.PathLike, key: str) -> State | None:
+    loaded = _load(path, key)
+    return None if loaded is None else _with_totals(*loaded)
+
+
+def _load(path: str | os.PathLike, key: str) -> tuple[State, bytes] | None:
+    """The stored state without its totals, and their JSON."""
     try:
-        data = orjson.loads(state_path(path, key).read_bytes())
-        state = State(**data)
+        head, _, totals = state_path(path, key).read_bytes().partition(b"\n")
+        state = State(**orjson.loads(head))
     except (OSError, ValueError, TypeError):
         return None
     if state.version != VERSION or state.key != key:
         return None
+    return state, totals
+
+
+def _with_totals(state: State, totals: bytes) -> State | None:
+    try:
+        state.totals = orjson.loads(totals)
+    except ValueError:  # torn
+        return None
     return state
 
 
-def plan(path: str | os.PathLike, key: str) -> Plan:
-    """What must be read of ``path`` given its stored state."""
-    state = load(path, key)
-    if state is None:
+def plan(path: str | os.PathLike, key: str, totals_for: tuple[str, ...] = (UNCHANGED, APPEND)) -> Plan:
+    """What must be read of ``path`` given its stored state; the state's totals are read only
+    for the kinds of plan in ``totals_for`` (else left None)."""
+    loaded = _load(path, key)
+    if loaded is None:
         return Plan(NEW, 0, None, "no state")
     try:
         with open(path, "rb") as fh:
-            return plan_for(state, fh)
+            found = plan_for(loaded[0], fh)
     except OSError as exc:
         return Plan(NEW, 0, None, str(exc))
+    if found.state is not None and found.kind in totals_for and _with_totals(*loaded) is None:
+        return Plan(NEW, 0, None, "damaged state")
+    return found
 
 
 def plan_for(state: State, fh) -> Plan:
@@ -158,7 +179,8 @@ def commit(path: str | os.PathLike, key: str, offset: int, totals: Any) -> State
         with open(path, "rb") as fh:
             state = state_of(fh, path, key, offset, totals)
         # dataclasses in ``totals`` too; a torn state reads as none: the file is measured again
-        atomic_write(state_path(path, key), orjson.dumps(state.__dict__), cache=True)
+        head = {**state.__dict__, "totals": None}
+        atomic_write(state_path(path, key), orjson.dumps(head) + b"\n" + orjson.dumps(totals), cache=True)
         return state
     except (OSError, TypeError, ValueError):
         return None

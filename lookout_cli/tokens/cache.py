@@ -38,6 +38,7 @@ FILENAME = "tokens.sqlite3"
 PRELOAD_LIMIT = 200_000
 PENDING_MAX = 16_384  # new counts held before they are written (each a 16-byte key and a number)
 BUSY_TIMEOUT_MS = 10_000
+LOOKUP_CHARS = 256  # shorter texts: see ``TokenCache.get``
 SCHEMA = "CREATE TABLE IF NOT EXISTS counts (key BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID"
 
 
@@ -103,12 +104,14 @@ class TokenCache:
     def key(self, text: str) -> bytes:
         return _key(self._tagged, text)
 
-    def get(self, text: str, key: bytes | None = None) -> int | None:
+    def get(self, text: str, key: bytes | None = None, spilled: bool = True) -> int | None:
+        """``text``'s count, if known; with ``spilled`` False, not looked for among the counts
+        this run wrote (in the table, not read back) once the table was read whole."""
         key = key or self.key(text)
         n = self._pending.get(key)
         if n is None and self._known is not None:
             n = self._known.get(key)
-        if n is None and (self._known is None or self._spilled) and self._db is not None:
+        if n is None and (self._known is None or (self._spilled and spilled)) and self._db is not None:
             try:
                 row = self._db.execute("SELECT n FROM counts WHERE key = ?", (key,)).fetchone()
             except sqlite3.Error as exc:
@@ -135,7 +138,9 @@ class TokenCache:
     def count(self, text: str, counter: Callable[[str], int]) -> int:
         """``text``'s count from the cache, else ``counter(text)`` (remembered)."""
         key = self.key(text)
-        n = self.get(text, key)
+        # a short text is counted again rather than looked for among this run's own counts:
+        # a lookup in the table costs more than tokenizing a few hundred characters
+        n = self.get(text, key, len(text) >= LOOKUP_CHARS)
         if n is None:
             n = counter(text)
             self.put(text, n, key)
@@ -239,7 +244,7 @@ class CachedCounter:
         for t, key in zip(texts, keys):
             if key is None or key in todo:
                 continue
-            known = cache.get(t, key) if cache is not None else self._memo.get(key)
+            known = cache.get(t, key, len(t) >= LOOKUP_CHARS) if cache is not None else self._memo.get(key)
             if known is None:
                 todo[key] = t
         fresh = list(todo.values())

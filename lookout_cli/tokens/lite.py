@@ -7,7 +7,7 @@ of the run. This module counts them with the same rank table and split pattern, 
 tiktoken's core does, in Python:
 
 - the text is split by the encoding's pattern (the ``regex`` module, which tiktoken itself
-  depends on and its educational implementation splits with);
+  depends on and its educational implementation splits with; see ``splitter``);
 - a piece that is a token is one; any other is merged byte pair by byte pair, the pair of
   lowest rank first (the leftmost of equal ones), as tiktoken's ``byte_pair_merge``;
 - a text with a lone surrogate is first mended as ``encode_ordinary`` mends it.
@@ -33,6 +33,9 @@ import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
 
 MAGIC = b"LKBPE\x01" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are the machine's own
 HEAD = struct.Struct("<8s32sII")  # magic, sha256 of what follows, tokens, slots
@@ -140,13 +143,74 @@ def merged_length(piece: bytes, rank: Callable[[bytes], int | None]) -> int:
     return len(starts) - 1
 
 
+def splitter(pat_str: str, folder: Path) -> Callable[[str], list[str]]:
+    """``regex.compile(pat_str).findall``, without importing the ``regex`` package when it can:
+    its pattern compiler is Python (``_regex_core``), and importing it and compiling the pattern
+    took 12-15 ms, a tenth of a prompt's re-measure. regex pickles a pattern as the arguments
+    of its C core's ``compile`` (the compiled code, not the text): those arguments are kept in
+    ``folder`` (sealed, named by the pattern and by the core's and compiler's files, so another
+    regex compiles anew) and handed to the core, loaded on its own. The first run compiles the
+    pattern with the package and keeps them; anything unexpected compiles it that way too."""
+    split = _kept_split(pat_str, folder)
+    if split is None:
+        import regex
+
+        split = regex.compile(pat_str).findall
+    return split
+
+
+def _kept_split(pat_str: str, folder: Path) -> Callable[[str], list[str]] | None:
+    found = _core()
+    if found is None:
+        return None
+    core, stamp = found
+    name = hashlib.sha256(f"{pat_str}\0{stamp}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    try:
+        args = kept_value(folder / f"pattern-{name}-{MARSHAL_TAG}.marshal", lambda: _compiled_args(pat_str),
+                          lambda kept: type(kept) is tuple and kept[:1] == (pat_str,))
+        return core.compile(*args).findall
+    except Exception:  # noqa: BLE001 - another regex, or its core refused the arguments: compiled anew
+        return None
+
+
+def _compiled_args(pat_str: str) -> tuple:
+    import regex
+
+    return tuple(regex.compile(pat_str)._pickled_data)  # what its pickle hands to the core
+
+
+def _core() -> tuple[Any, str] | None:
+    """regex's C core (``regex._regex``), loaded without its package when it is not loaded yet,
+    and what names the installed regex (its core's and compiler's sizes and times)."""
+    import importlib.machinery
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("regex")  # found, not imported
+        for folder in (spec.submodule_search_locations or ()) if spec is not None else ():
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "_regex" + suffix)
+                if not os.path.isfile(path):
+                    continue
+                stamp = [path] + [(st.st_size, st.st_mtime_ns) for st in map(os.stat, (path, os.path.join(
+                    folder, "_regex_core.py")))]
+                core = sys.modules.get("regex._regex")
+                if core is None:
+                    core_spec = importlib.util.spec_from_file_location("regex._regex", path)
+                    core = importlib.util.module_from_spec(core_spec)
+                    core_spec.loader.exec_module(core)
+                    sys.modules["regex._regex"] = core  # the package, imported later, takes it
+                return core, repr(stamp)
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
 class LiteCounter:
     """``encode_ordinary``'s count for one encoding, from its table."""
 
-    def __init__(self, pat_str: str, table: Table) -> None:
-        import regex
-
-        self.split = regex.compile(pat_str).findall
+    def __init__(self, split: Callable[[str], list[str]], table: Table) -> None:
+        self.split = split
         self.table = table
         self._known: dict[str, int] = {}  # piece -> tokens: prose and code repeat their pieces
 
@@ -175,8 +239,9 @@ class LiteCounter:
 
 
 def lite_counter(pat_str: str, ranks_path: Path) -> LiteCounter | None:
+    split = splitter(pat_str, ranks_path.parent)  # kept before the table: a run without it keeps it for the next
     table = Table.open(table_path(ranks_path))
-    return LiteCounter(pat_str, table) if table is not None else None
+    return LiteCounter(split, table) if table is not None else None
 
 
 def ensure_table(ranks_path: Path, ranks: dict[bytes, int]) -> None:
