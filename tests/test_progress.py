@@ -29,10 +29,10 @@ FRESH = re.compile(rb'"timestamp":"[^"]*"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory) -> Path:
-    """A generated Claude Code session of 8 MB: a cold measure of it takes seconds, well over
-    the delay before progress shows."""
+    """A generated Claude Code session of 24 MB: a cold measure of it takes seconds, well over
+    the delay before progress shows (8 MB took under one once each line was parsed once)."""
     path = tmp_path_factory.mktemp("big") / "session.jsonl"
-    generate(path, "claude-code", 8, corpus=Corpus())
+    generate(path, "claude-code", 24, corpus=Corpus())
     return path
 
 
