@@ -475,9 +475,11 @@ class Run:
         index = None
         if spool is not None or (adapter is not None and not adapter.remembers_items):
             memo = None  # a pipe is not the file the memo knows; not every adapter uses one
+        fd = handle.fileno() if spool is None else None  # a file: its end can be looked at first
         if memo is not None:
             records, index, adapter = _resume(memo, handle, adapter)
-            early = early.start(adapter) if early is not None and adapter is not None else early
+            if early is not None and adapter is not None:
+                early = early.start(adapter, fd, handle.tell())
         elif adapter is not None:
             adapter = None  # a forced format is checked against the first records, as a detected one
         try:
@@ -502,7 +504,7 @@ class Run:
                     if memo is not None:
                         memo.sniffed = record.lineno
                         memo = memo if adapter is not None and adapter.remembers_items else None
-                    early = early.start(adapter) if early is not None else None
+                    early = early.start(adapter, fd, start) if early is not None else None
                     for held in sample:
                         _keep_lean(adapter, held, early)
                     sample = []
@@ -514,7 +516,7 @@ class Run:
             raise LookoutError(f"{where}: {exc.strerror or exc}") from None
         if adapter is None:
             adapter = self._adapter_for(sample)
-            early = early.start(adapter) if early is not None else None
+            early = early.start(adapter, fd, start) if early is not None else None
             for held in sample:
                 _keep_lean(adapter, held, early)
         transcript = Transcript(records, adapter, self.source)

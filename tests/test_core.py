@@ -426,3 +426,33 @@ def test_output_to_a_pipe_or_a_link_keeps_it_what_it_is(tmp_path):
     link.symlink_to(target)
     atomic_write(link, b"new\n")
     assert link.is_symlink() and target.read_bytes() == b"new\n"
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 20])
+def test_last_line_holding_finds_the_last_wanted_line_backwards(tmp_path, block):
+    """The last line with the needle that is wanted, found from the end a block at a time:
+    past a later line that only mentions the needle, a long line holding it (not looked into)
+    and a later line that holds it but is not wanted; a needle across a block's edge is found."""
+    from lookout_cli.core.jsonl import last_line_holding
+
+    lines = [b'{"kind":"a"}', b'{"kind":"boundary","n":1}', b'{"kind":"a"}', b'{"kind":"boundary","n":2}',
+             b'{"kind":"a","text":"the word boundary in a text"}',
+             b'{"kind":"a","text":"' + b"x" * 500 + b' \\"kind\\":\\"boundary\\""}',
+             b'{"kind":"boundary","n":3,"side":true}', b'{"kind":"a"}']
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(data)
+
+    def wanted(line: bytes) -> bool:
+        obj = json.loads(line)
+        return obj.get("kind") == "boundary" and not obj.get("side")
+
+    needle = b'"boundary"'
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        found = last_line_holding(fd, needle, 0, len(data), wanted, block=block, longest=200)
+        assert found == data.index(lines[3])
+        # from where a read starts, and up to where it ends
+        assert last_line_holding(fd, needle, data.index(lines[4]), len(data), wanted, block=block) is None
+        assert last_line_holding(fd, needle, 0, data.index(lines[3]), wanted, block=block) == data.index(lines[1])
+        assert last_line_holding(fd, b'"nothing"', 0, len(data), wanted, block=block) is None

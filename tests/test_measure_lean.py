@@ -103,6 +103,39 @@ def test_each_claude_code_line_is_read_and_parsed_once(generated, monkeypatch):
     assert len(of_lines) <= len(lines) + len(reads) and set(of_lines) == set(lines)
 
 
+def test_a_compacted_session_counts_only_what_follows_its_last_boundary(generated, tmp_path, monkeypatch):
+    """Items are built as lines are read only from the session's last compaction on: the lines
+    before it, which the view does not show, are not counted (a long session's earlier
+    segments would be tokenized for nothing). Compacted by the installed lookout, which keeps
+    the lines before its boundary as Claude Code does; the figures are those of the whole
+    view."""
+    from lookout_cli.tokens import tokenizer
+
+    done = subprocess.run([*lookout_exe(), "compact", "-q", "--force", "--isolated"], input=generated.read_bytes(),
+                          capture_output=True, cwd=tmp_path,
+                          env={**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")})
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "compacted.jsonl"
+    path.write_bytes(done.stdout)
+    kinds = [json.loads(line).get("subtype") for line in done.stdout.splitlines()]
+    assert kinds.index("compact_boundary") > len(kinds) / 2  # most lines come before it
+
+    counted = []
+    exact_length = tokenizer.exact_length
+
+    def recording(name=tokenizer.DEFAULT_ENCODING):
+        length = exact_length(name)
+        return lambda text: counted.append(len(text)) or length(text)
+
+    monkeypatch.setattr(tokenizer, "exact_length", recording)
+    whole, _, _ = figures(path, lean=False)
+    in_view = sum(counted)
+    counted.clear()
+    lean, _, _ = figures(path, lean=True)
+    assert lean == whole
+    assert 0 < sum(counted) <= in_view
+
+
 def test_a_view_whose_model_counts_otherwise_reads_its_lines_again(tmp_path):
     """Items counted as read use the encoding of the model known then (none: the default); a
     transcript whose model counts in another encoding has its lines read again, not its counts

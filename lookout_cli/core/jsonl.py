@@ -15,7 +15,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import orjson
@@ -356,6 +356,50 @@ def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYT
         raw = b"".join(head)
         _check_length(lineno + 1, raw, max_record_bytes)
         yield lineno + 1, raw
+
+
+def last_line_holding(fd: int, needle: bytes, start: int, end: int, wanted: Callable[[bytes], bool],
+                      block: int = 1 << 20, longest: int = 1 << 16) -> int | None:
+    """Where the last line of ``fd``'s bytes [start, end) that holds ``needle`` and is
+    ``wanted`` (given its bytes) starts, else None. The bytes are searched backwards, a block
+    at a time, with ``bytes.rfind``: a file without the needle costs a read of it and no Python
+    work a line. A line over ``longest`` bytes around the needle is not the one wanted (the
+    lines looked for are short; a long one holds the needle in its content)."""
+    hi = end
+    while hi > start:
+        lo = max(start, hi - block)
+        # a needle across the block's end is found too (a needle holds no line end: never one
+        # across the start of a line passed over)
+        data = os.pread(fd, min(end, hi + len(needle) - 1) - lo, lo)
+        floor, cut = lo, len(data)
+        while (at := data.rfind(needle, 0, cut)) >= 0:
+            begin, line = _line_around(fd, lo + at, start, end, longest)
+            if line is not None and wanted(line):
+                return begin
+            if begin is None:  # a long line: its start is not looked for; the search goes on before the needle
+                cut = at
+                continue
+            floor, cut = min(floor, begin), begin - lo
+            if cut <= 0:
+                break
+        hi = floor
+    return None
+
+
+def _line_around(fd: int, at: int, start: int, end: int, longest: int) -> tuple[int | None, bytes | None]:
+    """(where it starts, its bytes without the line end) of the line holding byte ``at``;
+    (None, None) when it runs further than ``longest`` bytes to either side."""
+    lo = max(start, at - longest)
+    data = os.pread(fd, min(end, at + longest) - lo, lo)
+    first = data.rfind(b"\n", 0, at - lo) + 1
+    if first == 0 and lo > start:
+        return None, None
+    last = data.find(b"\n", at - lo)
+    if last < 0:
+        if lo + len(data) < end:
+            return None, None
+        last = len(data)
+    return lo + first, data[first:last]
 
 
 def lines_holding(stream: IO[bytes], needles: tuple[bytes, ...], head: bytes = b"", spool: IO[bytes] | None = None,

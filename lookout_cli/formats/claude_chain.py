@@ -173,6 +173,9 @@ class RecentUuids(dict):
 
 
 _REQUEST_ID = Node._AT["requestId"]
+# a moved line's usage stays where it was, and is read with its time (the meter's series and
+# warm cache): it was dropped, and a compacted session's lean figures lacked the times
+_TIMED_TYPES = CONVERSATION_TYPES | {MOVED_KIND}
 _USAGE_KEYS = NodeUsage.KEYS[:-1]
 
 
@@ -190,7 +193,7 @@ def node_of(obj: dict, recent: RecentUuids | None = None) -> Node:
     for at in _UUIDS:
         if values[at] is not None:
             values[at] = key(values[at])
-    if type(kind) is not str or kind not in CONVERSATION_TYPES:
+    if type(kind) is not str or kind not in _TIMED_TYPES:
         values[_TIMESTAMP] = None  # read only of conversation lines (the leaf, items, usages)
     if values[_SIDECHAIN] is not True:
         values[_SIDECHAIN] = None

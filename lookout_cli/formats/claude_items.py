@@ -27,7 +27,10 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
+
 from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthropic views count calls so too
+from lookout_cli.core.jsonl import last_line_holding
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
 from lookout_cli.formats.claude_chain import (
     MOVED_FIELD,
@@ -714,6 +717,15 @@ def build_view(chain: Chain, fmt: str, sink=None, memo=None, early=None) -> View
 _ITEM_LINES = frozenset({"user", "assistant", "attachment", "system"})
 
 
+def _main_boundary(line: bytes) -> bool:
+    """Whether a line is a compaction boundary of the main conversation (not a subagent's)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return type(obj) is dict and is_boundary(obj) and obj.get("isSidechain") is not True
+
+
 class LineItems:
     """``Adapter.line_items`` for Claude Code: the items of a line worked out from the line
     alone as it is read, so that a measure parses each line once. Each item is handed to
@@ -724,6 +736,14 @@ class LineItems:
 
     def __init__(self) -> None:
         self.builder = _Builder(None, "claude-code")
+
+    @staticmethod
+    def shown_from(fd: int, start: int, end: int) -> int:
+        """Where the line of the session's last compaction starts (0: none): the conversation
+        is shown from there, and the lines before it are not worth building as they are read
+        (a long session's earlier segments would be counted for nothing)."""
+        found = last_line_holding(fd, b'"compact_boundary"', start, end, _main_boundary)
+        return found or 0
 
     def __call__(self, record, obj: dict, sink) -> list[Item] | None:
         builder = self.builder

@@ -10,6 +10,7 @@ size. Memory then grows with the number of items, not with the bytes of text the
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import orjson
@@ -127,13 +128,29 @@ class EarlyItems:
         self.key = key
         self.make = None
         self.items: list = []  # by line position: None, one item, or a tuple of a line's items
+        self.skip_to = 0  # lines that start before this offset are left to the view
 
-    def start(self, adapter) -> EarlyItems | None:
-        """The format is known: this, when its adapter can say a line's items on its own."""
+    def start(self, adapter, fd: int | None = None, begin: int = 0) -> EarlyItems | None:
+        """The format is known: this, when its adapter can say a line's items on its own. With
+        ``fd``, the file being read from ``begin``: its lines before the one from which the
+        conversation is shown (``line_items.shown_from``: a compacted session's last
+        boundary) are not built nor counted (the view does not show them)."""
         self.make = getattr(adapter, "line_items", None)
-        return self if self.make is not None else None
+        if self.make is None:
+            return None
+        shown_from = getattr(self.make, "shown_from", None)
+        if fd is not None and shown_from is not None:
+            try:
+                self.skip_to = shown_from(fd, begin, os.fstat(fd).st_size)
+            except OSError:
+                self.skip_to = 0
+        return self
 
     def read(self, record, obj) -> None:
+        if self.skip_to:
+            if record.span()[0] < self.skip_to:
+                return
+            self.skip_to = 0  # the lines come in order: none after this one is skipped
         made = self.make(record, obj, self.sink)
         if not made:
             return

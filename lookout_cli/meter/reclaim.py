@@ -4,6 +4,7 @@ the largest items a compaction could clear."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import re
@@ -236,9 +237,9 @@ def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE,
         elif n < seen_before:
             found.append((tokens[n], item.record.lineno, n, "image" if item.kind == IMAGE else "tool_result",
                           "the agent has already read it (before its latest step)"))
-    found.sort(key=lambda f: (-f[0], f[1]))
     top = []
-    for count, line, n, kind, why in found[:limit]:  # what each is and where: only for those shown
+    # the largest first (sorted(found)[:limit]: a long session finds thousands, a report shows ten)
+    for count, line, n, kind, why in heapq.nsmallest(limit, found, key=lambda f: (-f[0], f[1])):
         item = items[n]
         tool = tool_name(item, calls) if item.kind == TOOL_RESULT or item.call_id else None
         top.append(Reclaimable(kind, count, line, tool, item.call_id, call_target(item, calls), why))
