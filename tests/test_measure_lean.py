@@ -96,7 +96,7 @@ def test_each_claude_code_line_is_read_and_parsed_once(generated, monkeypatch):
     monkeypatch.setattr(jsonl.orjson, "loads", lambda data: parses.append(data) or loads(data))
     _, transcript, view = figures(generated, lean=True)
     visible = {id(i.record) for i in view.items}
-    assert len(visible) > len(lines) / 2  # most lines are shown
+    assert len(visible) >= 20  # model-visible lines (the rest: subagents' lines, metadata)
     assert len(reads) <= 3  # the leaf's session id and working folder (and a slash command's line)
     known = set(lines)
     of_lines = [data for data in parses if isinstance(data, bytes) and data in known]
