@@ -130,16 +130,17 @@ class EarlyItems:
         self.items: list = []  # by line position: None, one item, or a tuple of a line's items
         self.skip_to = 0  # lines that start before this offset are left to the view
 
-    def start(self, adapter, fd: int | None = None, begin: int = 0) -> EarlyItems | None:
-        """The format is known: this, when its adapter can say a line's items on its own. With
-        ``fd``, the file being read from ``begin``: its lines before the one from which the
-        conversation is shown (``line_items.shown_from``: a compacted session's last
-        boundary) are not built nor counted (the view does not show them)."""
+    def start(self, adapter, fd: int, begin: int) -> EarlyItems | None:
+        """The format is known: this, when its adapter can say a line's items on its own.
+        ``fd`` is the file being read from ``begin`` (not a pipe: its end is looked at first):
+        its lines before the one from which the conversation is shown
+        (``line_items.shown_from``: a compacted session's last boundary) are not built nor
+        counted (the view does not show them)."""
         self.make = getattr(adapter, "line_items", None)
         if self.make is None:
             return None
         shown_from = getattr(self.make, "shown_from", None)
-        if fd is not None and shown_from is not None:
+        if shown_from is not None:
             try:
                 self.skip_to = shown_from(fd, begin, os.fstat(fd).st_size)
             except OSError:
