@@ -479,7 +479,7 @@ class Run:
             # a pipe's end cannot be looked at first: a compacted session's earlier lines would
             # be counted for nothing (the view reads the lines it shows, as it always did)
             early = None
-        fd = handle.fileno()
+        fd = handle.fileno() if spool is None else None  # a regular file
         if memo is not None:
             records, index, adapter = _resume(memo, handle, adapter)
             if early is not None and adapter is not None:
