@@ -475,11 +475,11 @@ class Run:
         index = None
         if spool is not None or (adapter is not None and not adapter.remembers_items):
             memo = None  # a pipe is not the file the memo knows; not every adapter uses one
-        if spool is not None:
+        fd = handle.fileno() if spool is None else None  # a regular file
+        if fd is None:
             # a pipe's end cannot be looked at first: a compacted session's earlier lines would
             # be counted for nothing (the view reads the lines it shows, as it always did)
             early = None
-        fd = handle.fileno() if spool is None else None  # a regular file
         if memo is not None:
             records, index, adapter = _resume(memo, handle, adapter)
             if early is not None and adapter is not None:
