@@ -101,26 +101,27 @@ def loads_exact(data: bytes | str) -> Any:
 def dumps_compact(obj: Any) -> bytes:
     """Serialise like the agents do: no spaces, non-ASCII unescaped. A lone surrogate (only
     possible inside a string) is written as its ``\\udXXX`` escape, never as invalid UTF-8."""
-    try:
-        data = orjson.dumps(obj)
-    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a big integer, deep nesting
-        data = None
-    if data is not None and not _own_notation(data):
-        return data
-    with _room_for_nesting():
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", "backslashreplace")
+    data = _by_orjson(obj)
+    return data if data is not None else _by_json(obj).encode("utf-8", "backslashreplace")
 
 
 def dumps_text(obj: Any) -> str:
     """``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``, the text a view counts
     for a value: made by orjson where it writes the same."""
+    data = _by_orjson(obj)
+    return data.decode() if data is not None else _by_json(obj)
+
+
+def _by_orjson(obj: Any) -> bytes | None:
+    """orjson's bytes for ``obj`` when they are the standard library's compact text, else None."""
     try:
         data = orjson.dumps(obj)
-    except TypeError:  # a lone surrogate, a big integer, deep nesting
-        data = None
-    if data is not None and not _own_notation(data):
-        return data.decode()
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a big integer, deep nesting
+        return None
+    return None if _own_notation(data) else data
+
+
+def _by_json(obj: Any) -> str:
     with _room_for_nesting():
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 

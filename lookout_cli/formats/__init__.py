@@ -189,7 +189,9 @@ class Adapter:
 
     # ``line_items(record, obj, sink)``: the items of a line worked out from the line alone as
     # it is read, each handed to ``sink``; None when the view must read the line again. A lean
-    # measure then parses each line once (``item_counts.EarlyItems``). None: not offered.
+    # measure then parses each line once (``item_counts.EarlyItems``). None: not offered. Its
+    # optional ``shown_from(fd, start, end)`` says from which offset a file's lines can be shown
+    # (before it they are not built: a compacted session's earlier segments).
     line_items: Callable[[Record, Any, Callable], list[Item] | None] | None = None
 
     def counted_texts(self, obj: Any) -> Iterable[str]:

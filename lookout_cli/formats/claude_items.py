@@ -33,7 +33,6 @@ from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthrop
 from lookout_cli.core.jsonl import last_line_holding
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
 from lookout_cli.formats.claude_chain import (
-    MOVED_FIELD,
     MOVED_KIND,
     Chain,
     is_boundary,
@@ -515,7 +514,7 @@ class _Builder:
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         for n, segment in enumerate(segments):
             for pos in segment:
-                responses.add(chain.records[pos], chain.node(pos), pos)
+                responses.add(chain.records[pos], _figures(chain.node(pos)), pos)
             responses.next_segment()
             if n < len(chain.boundaries):
                 at = chain.boundaries[n]
@@ -532,13 +531,14 @@ class _Responses:
         self.seen_before: set[str] = set()  # response ids of older segments
         self.current: dict[str, int] = {}  # response id -> its place in ``usages``
 
-    def add(self, record, obj: dict, pos: int) -> Usage | None:
-        usage = _usage(record, obj)
-        if usage is None:
+    def add(self, record, figures: _Response | None, pos: int) -> Usage | None:
+        """Count the response of line ``pos`` (its ``_figures``; None: it records none)."""
+        if figures is None:
             return None
-        key = message_id(obj) or obj.get("requestId") or obj.get("uuid") or str(pos)
+        key = figures[0] or str(pos)
         if key in self.seen_before:
             return None
+        usage = Usage(record, *figures[1:])
         if key in self.current:
             self.usages[self.current[key]] = usage
         else:
@@ -552,9 +552,10 @@ class _Responses:
 
 
 class _Response(tuple):
-    """What a usage-only load keeps of a response's line: (key, input, cache write, cache read,
-    output, 1-hour cache write, model, timestamp) as ``_usage`` reads them; the key is None
-    when the line names none (its line number is the key then, as in ``_Responses``)."""
+    """A response line's usage as it is counted (``_figures``): (key, input, cache write, cache
+    read, output, 1-hour cache write, model, timestamp), the rest of a ``Usage``; the key is
+    None when the line names no response (its position is the key then, in ``_Responses``).
+    What a usage-only load keeps of such a line."""
 
     __slots__ = ()
 
@@ -565,40 +566,12 @@ _BOUNDARY_FIELDS = ("type", "subtype", "timestamp", "compactMetadata")  # what `
 def usage_node(obj: Any) -> Any:
     """Of a line a usage-only load reads, what ``usage_view`` needs: a response's figures
     (``_Response``), a compaction boundary's fields, else None (a subagent's line, or one that
-    records no usage: not kept). The checks are ``_usage``'s and ``usage_view``'s, made once a
-    line on the parsed value, so that the view builds only the usages it counts."""
-    if type(obj) is not dict:
+    records no usage: not kept), so that the view builds only the usages it counts."""
+    if type(obj) is not dict or obj.get("isSidechain") is True:
         return None
-    get = obj.get
-    if get("isSidechain") is True:
-        return None
-    kind = get("type")  # ``line_type``: a moved response's usage stays where it was
-    if kind == "assistant" or kind == MOVED_KIND or (kind is None and MOVED_FIELD in obj):
-        message = get("message")
-        if type(message) is not dict or get("isApiErrorMessage") is True:
-            return None
-        usage = message.get("usage")
-        model = message.get("model")
-        if type(usage) is not dict or model == "<synthetic>":
-            return None
-        # ``_int`` written out: this runs for every response of the file
-        uncached, write = usage.get("input_tokens"), usage.get("cache_creation_input_tokens")
-        read, output = usage.get("cache_read_input_tokens"), usage.get("output_tokens")
-        uncached = uncached if type(uncached) is int and uncached > 0 else 0
-        write = write if type(write) is int and write > 0 else 0
-        read = read if type(read) is int and read > 0 else 0
-        output = output if type(output) is int and output > 0 else 0
-        if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
-            return None
-        creation, mid, timestamp = usage.get("cache_creation"), message.get("id"), get("timestamp")
-        return _Response((
-            mid if type(mid) is str and mid else get("requestId") or get("uuid") or None,
-            uncached, write, read, output,
-            _int(creation.get("ephemeral_1h_input_tokens")) if type(creation) is dict else 0,
-            model if type(model) is str else None, timestamp if type(timestamp) is str else None))
-    if kind == "system" and get("subtype") == "compact_boundary":
+    if is_boundary(obj):
         return {key: obj[key] for key in _BOUNDARY_FIELDS if key in obj}
-    return None
+    return _figures(obj)
 
 
 def usage_view(records, node: Callable[[Any], Any]) -> View:
@@ -607,44 +580,41 @@ def usage_view(records, node: Callable[[Any], Any]) -> View:
     leaves them; a response split over lines counts once (its last line), and once only across
     compactions, as ``usages_and_compactions`` counts them."""
     view = View(format="claude-code")
-    counted: list[tuple] = []  # (record, figures) of each response of the older segments, its last line's
-    current: dict[Any, tuple] = {}  # this segment's: response key -> (record, figures), in first-seen order
-    seen_before: set = set()  # response keys of older segments
-    response, last_model = _Response, None  # the model of the last response counted
+    responses = _Responses(view.usages)
     for record in records:
         figures = record.node
-        if type(figures) is not response:  # a boundary, or the chain's node (--strict, a pipe with no room)
+        if type(figures) is not _Response:  # a boundary, or the chain's node (--strict, a pipe with no room)
             obj = node(record)
             if not is_map(obj) or obj.get("isSidechain") is True:
                 continue
             if is_boundary(obj):
-                counted += current.values()
-                seen_before.update(current)
-                current = {}
+                responses.next_segment()
                 view.compactions.append(_compaction(record, obj))
                 continue
             figures = _figures(obj)
-            if figures is None:
-                continue
-        key = figures[0] or str(record.lineno)
-        if key not in seen_before:
-            current[key] = (record, figures)  # a response split over lines keeps its first place
-            last_model = figures[6] or last_model
-    counted += current.values()
-    view.model = last_model
-    view.usages = [Usage(record, uncached, write, read, output, write_1h, model, timestamp)
-                   for record, (_, uncached, write, read, output, write_1h, model, timestamp) in counted]
+        usage = responses.add(record, figures, record.lineno)
+        if usage is not None and usage.model:
+            view.model = usage.model
     return view
 
 
 def _figures(obj: Any) -> _Response | None:
-    """``usage_node``'s figures of a line read another way (a chain node or a parsed line)."""
-    usage = _usage(None, obj)
-    if usage is None:
+    """The usage a response line records (a parsed line or a chain node), as it is counted;
+    None for any other line, an API error's, a synthetic response's or an all-zero usage."""
+    kind = line_type(obj)  # a moved response's usage stays where it was (claude_chain.MOVED_KIND)
+    if (kind != "assistant" and kind != MOVED_KIND) or obj.get("isApiErrorMessage") is True:
         return None
-    return _Response((message_id(obj) or obj.get("requestId") or obj.get("uuid") or None, usage.input,
-                      usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h, usage.model,
-                      usage.timestamp))
+    found = usage_of(obj)
+    if found is None or found[0] == "<synthetic>":
+        return None
+    model, uncached, write, read, output, write_1h = found
+    uncached, write, read, output = _int(uncached), _int(write), _int(read), _int(output)
+    if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
+        return None
+    timestamp = obj.get("timestamp")
+    return _Response((message_id(obj) or obj.get("requestId") or obj.get("uuid") or None,
+                      uncached, write, read, output, _int(write_1h), model if type(model) is str else None,
+                      timestamp if type(timestamp) is str else None))
 
 
 def chain_model(chain: Chain) -> str | None:
@@ -659,9 +629,9 @@ def chain_model(chain: Chain) -> str | None:
                 return model
     for segment in reversed(chain.segments[:-1]):
         for pos in reversed(segment):
-            usage = _usage(None, chain.node(pos))
-            if usage is not None and usage.model:
-                return usage.model
+            figures = _figures(chain.node(pos))
+            if figures is not None and figures[6]:
+                return figures[6]
     return None
 
 
@@ -679,22 +649,6 @@ def _tool_use_result_image(obj: dict) -> tuple | None:
 
 def _int(value: Any) -> int:
     return value if type(value) is int and value > 0 else 0  # not a bool
-
-
-def _usage(record, obj: dict) -> Usage | None:
-    kind = line_type(obj)  # a moved response's usage stays where it was (claude_chain.MOVED_KIND)
-    if (kind != "assistant" and kind != MOVED_KIND) or obj.get("isApiErrorMessage") is True:
-        return None
-    found = usage_of(obj)
-    if found is None or found[0] == "<synthetic>":
-        return None
-    model, uncached, write, read, output, write_1h = found
-    uncached, write, read, output = _int(uncached), _int(write), _int(read), _int(output)
-    if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
-        return None
-    timestamp = obj.get("timestamp")
-    return Usage(record, uncached, write, read, output, _int(write_1h), model if type(model) is str else None,
-                 timestamp if type(timestamp) is str else None)
 
 
 def _compaction(record, obj: dict) -> Compaction:

@@ -605,9 +605,8 @@ def series(view: View, found: list[Response]) -> list[dict]:
     # a compaction before a point lies after the previous point's line, up to its own: the
     # count of compactions up to a line (bisect_right) grows there
     upto = [bisect.bisect_right(marks, line) for line in (0, *lines)] if marks else None
-    return [{"n": n, "line": line, "timestamp": usage.timestamp,
-             "prompt": (prompt := usage.input + usage.cache_write + usage.cache_read), "output": usage.output,
-             "context": prompt + usage.output, "in_context": id(usage) in in_context,
+    return [{"n": n, "line": line, "timestamp": usage.timestamp, "prompt": usage.prompt,
+             "output": usage.output, "context": usage.prompt + usage.output, "in_context": id(usage) in in_context,
              "compaction_before": upto is not None and upto[n + 1] > upto[n]}
             for n, (usage, line) in enumerate(zip(usages, lines))]
 
