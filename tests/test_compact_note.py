@@ -174,3 +174,21 @@ def test_transcript_text_cuts_outputs_and_names_images():
     text = sn.transcript_text(items, limit=1000)
     assert "characters left out" in text
     assert FIRST_PROMPT in text
+
+
+def test_a_cut_note_lists_what_its_cut_keeps():
+    """The lines of each list are formatted once for all the cuts trimming tries: a note cut
+    any way lists, read back, what the cut keeps of each list, in the note's order."""
+    d = sn.Digest(goal="Ship it", user_messages=["first", "second", "third"], done=["a", "b", "c"],
+                  choices=[f'{sn.CHOICE} "yes" to the agent\'s question "ok?"', f'{sn.CHOICE} "no" to "why?"'],
+                  decisions=["We'll use SQS.", "Going with Redis."], files_read={"a.py": 1, "b.py": 3, "c.py": 2},
+                  files_changed={"x.py": 2, "y.py": 1}, commands=["ls  → 3 files", "pwd", "make  (failed, exit 2)"],
+                  facts=["`env`: PORT=8443", "`cat v`: 1.2.3"], keep=["the port"], keep_excerpts=["port 8443", "PORT"],
+                  earlier=["Their summary.", "Another one."], attached=[("rules", "Be brief."), ("skills", "Use uv.")])
+    names = ["user_messages", "done", "choices", "decisions", "files_read", "files_changed", "commands", "facts",
+             "keep_excerpts", "earlier", "attached"]
+    for cut in ({}, {name: 1 for name in names}, {name: 2 for name in names}):
+        back = sn.parse(sn._render(d, cut))
+        for name in names:
+            listed = getattr(back, name)
+            assert (list(listed.items()) if isinstance(listed, dict) else listed) == sn._kept(d, name, cut), name

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import SHARED_TRANSCRIPTS, run_lookout
+from conftest import SHARED_TRANSCRIPTS, real_transcripts, run_lookout
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_compact_fixtures import Call, Step, Turn, claude_code, codex, parse
 
 from lookout_cli.compaction import note as sn
@@ -352,3 +354,68 @@ def test_a_slash_command_goal_reads_as_typed(tmp_path):
     assert r.returncode == 0, r.stderr
     [note] = [i.text for i in parse(r.stdout).view().items if i.kind == "summary"]
     assert section(note, "Goal").strip() == "/orchestrator create TODO app by Next.js"
+
+
+# --- fast paths give the plain regexes' answers ----------------------------------------------------
+
+def _values_by_findall(text: str) -> list[str]:
+    """``values`` as the plain regex defines it."""
+    return [v for v in dict.fromkeys(note_facts.VALUE_RE.findall(text)) if len(v) >= 3]
+
+
+# runs of word characters, dots and dashes with digits and underscores at either end, unicode
+# letters and digits (Arabic-Indic, fullwidth) and digits that are not \d (superscripts)
+_TRICKY = st.sampled_from(list("aZ09_.-  /:=\n\"'") + ["é", "ß", "中", "٣", "５", "²", "K", "İ", "\u0301", "v1.2.3-rc1",
+                                                   "ENV_NAME", "_X_", "A_1", "-9", "x.", ".5", "a__", "Ab_C"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_TRICKY | st.characters(), max_size=60).map("".join))
+def test_values_finds_what_the_regex_finds(text):
+    assert note_facts.values(text) == _values_by_findall(text)
+
+
+def _real_items():
+    """(path, item) of every real transcript's view."""
+    paths = real_transcripts()
+    if not paths:
+        pytest.skip("the shared transcripts are not here")
+    for path in paths:
+        for item in parse(path.read_bytes()).view().items:
+            yield path, item
+
+
+def test_values_finds_what_the_regex_finds_in_real_transcripts():
+    for path, item in _real_items():
+        assert note_facts.values(item.text) == _values_by_findall(item.text), path
+
+
+_PHRASES = st.sampled_from(["decided", "Decide To", "I'LL USE", "we'll use", "Switched to", "switch  to", "PREFER",
+                            "preferred", "found", "Turns out", "THE BUG WAS", "the error is", "fixed", "unfixed",
+                            "is caused by", "Tests pass", "root  cause", "ſwitch to", "İnstead of", "K", "Exit Code: ",
+                            "exit status -", "\"EXIT_CODE\":", "Exited with code"])
+
+
+def _search_both_ways(text):
+    for pattern in note_facts.LOWER_CASE_TWIN:
+        blind, fast = pattern.search(text), note_facts.search_case_blind(pattern, text)
+        assert (blind and blind.span()) == (fast and fast.span()), pattern
+        assert (blind and blind.group().lower()) == (fast and fast.group().lower()), pattern
+
+
+def test_the_lower_case_twins_are_of_lower_case_words():
+    for pattern in note_facts.LOWER_CASE_TWIN:
+        assert pattern.flags & re.IGNORECASE
+        assert re.sub(r"\\.", "", pattern.pattern).islower()  # escapes (\S, \Z) are not letters to match
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_PHRASES | _TRICKY | st.characters(), max_size=30).map("".join))
+def test_a_case_blind_search_finds_what_the_case_blind_regex_finds(text):
+    _search_both_ways(text)
+
+
+def test_a_case_blind_search_finds_what_the_case_blind_regex_finds_in_real_transcripts():
+    for _, item in _real_items():
+        for text in [item.text, *item.text.splitlines(), *note_facts.sentences(item.text)]:
+            _search_both_ways(text)

@@ -84,6 +84,18 @@ def test_lean_figures_on_a_generated_session_exact_estimated_and_parallel(fmt, s
     assert figures(path, lean=True, estimate=True)[0] == figures(path, lean=False, estimate=True)[0]
 
 
+@pytest.mark.parametrize("run_chars", [1, 10 ** 12], ids=["each-at-once", "all-at-the-end"])
+def test_counts_made_a_batch_at_a_time_are_those_of_the_whole_view(run_chars, generated, monkeypatch):
+    """Exact counts wait for a batch's worth of text (``RUN_CHARS``): whether each item is
+    counted as it comes or all of them once the view is built, every figure is the whole
+    view's, on a generated session and on every real Claude Code transcript."""
+    import lookout_cli.meter.item_counts as ic
+
+    monkeypatch.setattr(ic, "RUN_CHARS", run_chars)
+    for path in [generated, *(p for p in ALL_INPUTS if "claude" in str(p))]:
+        assert figures(path, lean=True)[0] == figures(path, lean=False)[0], path
+
+
 def test_each_claude_code_line_is_read_and_parsed_once(generated, monkeypatch):
     """A measure builds and counts a line's items as it reads the line: the model-visible
     lines are not read from the file or parsed a second time for the view."""
@@ -101,6 +113,34 @@ def test_each_claude_code_line_is_read_and_parsed_once(generated, monkeypatch):
     known = set(lines)
     of_lines = [data for data in parses if isinstance(data, bytes) and data in known]
     assert len(of_lines) <= len(lines) + len(reads) and set(of_lines) == set(lines)
+
+
+def test_compact_parses_each_line_once_to_see_the_conversation(tmp_path, monkeypatch):
+    """compact builds a line's items as it reads the line, as measure does: the view it
+    compacts parses no line a second time. What is parsed again is bounded: the newest lines
+    read back for the envelope of the lines it writes, and the lines it keeps after the
+    summary (copied, and read by the view after the compaction)."""
+    from click.testing import CliRunner
+
+    from lookout_cli.cli import cli
+    from lookout_cli.core import jsonl
+    from lookout_cli.formats.claude_code import ENVELOPE_LOOKBACK
+
+    session = tmp_path / "session.jsonl"
+    generate(session, "claude-code", 2, shape="real")
+    lines = set(session.read_bytes().splitlines(keepends=True))
+    assert len(lines) > 3 * ENVELOPE_LOOKBACK
+    parses = []
+    loads = jsonl.orjson.loads
+    monkeypatch.setattr(jsonl.orjson, "loads", lambda data: parses.append(data) or loads(data))
+    out = tmp_path / "compacted.jsonl"
+    result = CliRunner().invoke(cli, ["compact", "-q", "--force", "-o", str(out), str(session)])
+    assert result.exit_code == 0, result.output
+    of_lines = [data for data in parses if isinstance(data, bytes) and data in lines]
+    assert set(of_lines) == lines
+    written = out.read_bytes().splitlines(keepends=True)
+    summary = next(n for n, line in enumerate(written) if b'"isCompactSummary"' in line)
+    assert len(of_lines) - len(lines) <= ENVELOPE_LOOKBACK + 2 * (len(written) - summary)
 
 
 def test_a_compacted_session_counts_only_what_follows_its_last_boundary(generated, tmp_path, monkeypatch):
@@ -221,6 +261,33 @@ def test_a_copy_of_a_lean_record_reads_the_same_line_and_is_edited_apart(tmp_pat
         two.edit()["n"] = 200
         assert (first.data["n"], one.data["n"]) == (1, 10) and not first.edited
         assert (second.data["n"], two.data["n"]) == (20, 200)
+
+
+def test_lean_records_written_back_are_read_a_block_at_a_time(tmp_path, monkeypatch):
+    """Untouched lines next to each other in the input are read back together, not one read
+    a line: the output is the input with its edited and added lines, byte for byte (line
+    endings and a last line without one included)."""
+    import io
+
+    from lookout_cli.core import jsonl
+
+    lines = [b'{"n":%d}\n' % n for n in range(1000)] + [b'{"n":"crlf"}\r\n', b'{"n":"end"}']
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(lines))
+    out = io.BytesIO()
+    with open(path, "rb") as handle:
+        records = list(read_lean_records(handle))
+        for record in records:
+            record.release()
+        records[500].edit()["n"] = "five hundred"
+        records[700:700] = [jsonl.Record.new({"added": True})]
+        records.append(jsonl.Record.new({"after": "end"}))
+        reads, pread = [], os.pread
+        monkeypatch.setattr(jsonl.os, "pread", lambda fd, n, at: reads.append(n) or pread(fd, n, at))
+        jsonl.RecordWriter(out).write_all(records)
+    assert out.getvalue() == (b"".join(lines[:500]) + b'{"n":"five hundred"}\n' + b"".join(lines[501:700])
+                              + b'{"added":true}\n' + b"".join(lines[700:]) + b'\n{"after":"end"}\n')
+    assert len(reads) <= 4  # three runs of untouched lines, and the edited line's ending
 
 
 def test_the_transcript_passes_through_from_a_file_a_pipe_and_the_middle_of_a_file(generated, tmp_path):

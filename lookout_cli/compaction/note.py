@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from lookout_cli.compaction.note_facts import (  # noqa: F401  (the note's vocabulary, used by summarizers)
     ASK_TOOLS,
@@ -46,6 +46,7 @@ from lookout_cli.compaction.note_facts import (  # noqa: F401  (the note's vocab
     outcome,
     question,
     referenced_lines,
+    search_case_blind,
     sentences,
     settings_printed,
     shell_script,
@@ -133,6 +134,8 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
     shown_outcomes: dict[int, str] = {}  # output index -> what its command's line already says
     printed: dict[int, list[str]] = {}  # output index -> the settings its command printed
     reads: set[str] = set()  # calls that read files
+    messages_seen: set[str] = set()  # d.user_messages, for telling a new one fast
+    said_by: dict[int, list[str]] = {}  # id of the agent's words -> their sentences (_progress)
     for index, item in enumerate(items):
         turns.setdefault(item.turn, []).append(item)
         if item.kind == SUMMARY:
@@ -147,7 +150,8 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
             text = item.text.strip()
             if text:
                 first_prompt = first_prompt or item
-                if text not in d.user_messages:
+                if text not in messages_seen:
+                    messages_seen.add(text)
                     d.user_messages.append(text)
                 if asked:
                     d.choices.append(f'{CHOICE} "{one_line(text, 400)}" to the agent\'s question "{asked}"')
@@ -213,14 +217,14 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
                 mentions.setdefault(value, []).append(index)
             if item.text.strip():
                 replies.append(item)
-            said = sentences(item.text)
+            said = said_by[id(item)] = sentences(item.text)
             asked = question(item.text, said)
             for s in said:
                 if s.endswith("?"):
                     continue
-                if DECISION_RE.search(s) and s not in d.decisions:
+                if search_case_blind(DECISION_RE, s) and s not in d.decisions:
                     d.decisions.append(s)
-                elif FINDING_RE.search(s) and s not in d.findings:
+                elif search_case_blind(FINDING_RE, s) and s not in d.findings:
                     d.findings.append(s)
     if first_prompt is not None:
         d.goal = goal_of(first_prompt.text)
@@ -238,7 +242,7 @@ def digest(items: Sequence[Item], text_of: Callable[[Item], str] | None = None,
         d.facts = shown[:len(d.facts)]
         for n, text in zip(said, shown[len(d.facts):], strict=True):
             d.commands[n] = text
-    _progress(d, turns, replies)
+    _progress(d, turns, replies, said_by)
     if todo:
         _apply_todo(d, todo)
     if instructions:
@@ -311,9 +315,10 @@ def _apply_todo(d: Digest, todo: list[dict]) -> None:
     d.next_steps = unique(d.next_steps + pending)
 
 
-def _progress(d: Digest, turns: dict[int, list[Item]], replies: list[Item]) -> None:
+def _progress(d: Digest, turns: dict[int, list[Item]], replies: list[Item], said_by: dict[int, list[str]]) -> None:
     """One line per earlier turn (what was asked and how the agent's reply ended); the work in
-    progress and the next steps from the agent's latest words."""
+    progress and the next steps from the agent's latest words (``said_by``: the sentences of
+    the agent's words digest split, by the item's id)."""
     numbered = [t for t in sorted(turns) if any(i.prompt for i in turns[t])]
     for n in numbered:
         group = turns[n]
@@ -322,7 +327,7 @@ def _progress(d: Digest, turns: dict[int, list[Item]], replies: list[Item]) -> N
         calls = [i for i in group if i.kind == TOOL_CALL]
         last = next((i for i in reversed(group) if i.kind in (TEXT, TOOL_CALL, TOOL_RESULT)), None)
         asked = one_line(prompt.text, 120)
-        ended = one_line(" ".join(sentences(said[-1].text)[:2]) or said[-1].text, 200) if said else ""
+        ended = one_line(" ".join(_sentences_of(said[-1], said_by)[:2]) or said[-1].text, 200) if said else ""
         line = f"Asked: \"{asked}\""
         if calls:
             line += f" ({len(calls)} tool call{'s' if len(calls) != 1 else ''})"
@@ -346,6 +351,11 @@ def _progress(d: Digest, turns: dict[int, list[Item]], replies: list[Item]) -> N
         now = [f"{s} (the agent's latest words)" for s in current_work(replies[-1].text)
                if s not in d.next_steps]
         d.in_progress += now[:2]
+
+
+def _sentences_of(item: Item, said_by: dict[int, list[str]]) -> list[str]:
+    known = said_by.get(id(item))  # not split when digest skipped the item (attached rules)
+    return sentences(item.text) if known is None else known
 
 
 def merge(old: Digest, new: Digest) -> Digest:
@@ -401,7 +411,8 @@ def render(d: Digest, budget: int | None = None, count: Callable[[str], int] | N
     """The note as Markdown, within ``budget`` tokens when it can be: lists lose their oldest
     (or least used) entries first, user messages and kept instructions last, and the note says
     how many entries it left out."""
-    text = _render(d, {})
+    lines = _Lines(d)
+    text = _render(d, {}, lines)
     if not budget or count is None:
         return text
     from lookout_cli.tokens.tokenizer import estimate
@@ -415,20 +426,21 @@ def render(d: Digest, budget: int | None = None, count: Callable[[str], int] | N
     # budget's size rather than the session's.
     per_char = about / len(text)
     for _ in range(2):  # the note's mix changes as it is cut: once more with the cut note's ratio
-        cut = _trim(d, {}, lambda note: len(note) * per_char <= 0.9 * budget)
-        note = _render(d, cut)
+        cut = _trim(d, {}, lambda note: len(note) * per_char <= 0.9 * budget, lines)
+        note = _render(d, cut, lines)
         per_char = estimate(note) / len(note)
-    return _render(d, _trim(d, cut, lambda note: count(note) <= budget))
+    return _render(d, _trim(d, cut, lambda note: count(note) <= budget, lines), lines)
 
 
-def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool]) -> dict[str, int]:
+def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool], lines: _Lines | None = None) -> dict[str, int]:
     """Cut more of the note's lists, least useful first, until ``fits`` says it fits."""
     cut = dict(cut)
+    lines = lines or _Lines(d)
     # what goes first: the least useful for continuing the work
     order = ["decisions", "done", "findings", "files_read", "commands", "facts", "attached", "earlier",
              "choices", "errors", "keep_excerpts", "files_changed", "user_messages"]
     for name in order:
-        fit = fits(_render(d, cut))  # each cut is rendered and sized once: a long session's note is large
+        fit = fits(_render(d, cut, lines))  # each cut is rendered and sized once: a long session's note is large
         while not fit:
             total = len(_list(d, name))
             kept = total - cut.get(name, 0)
@@ -437,21 +449,22 @@ def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool]) -> dict[s
                 break
             short = cut.get(name, 0)  # a cut that does not fit
             cut[name] = short + max(1, (kept - floor + 1) // 2)
-            fit = fits(_render(d, cut))
+            fit = fits(_render(d, cut, lines))
             if fit:  # halving may have cut up to twice what was needed: take back what fits
-                cut[name] = _least_cut(d, cut, name, short, fits)
+                cut[name] = _least_cut(d, cut, name, short, fits, lines)
         if fit:
             break
     return cut
 
 
-def _least_cut(d: Digest, cut: dict[str, int], name: str, short: int, fits: Callable[[str], bool]) -> int:
+def _least_cut(d: Digest, cut: dict[str, int], name: str, short: int, fits: Callable[[str], bool],
+               lines: _Lines) -> int:
     """The fewest entries of list ``name`` to leave out, between ``short`` (too few) and
     ``cut[name]`` (enough), with the other lists cut as ``cut`` says (binary search)."""
     enough = cut[name]
     while enough - short > 1:
         middle = (short + enough) // 2
-        if fits(_render(d, {**cut, name: middle})):
+        if fits(_render(d, {**cut, name: middle}, lines)):
             enough = middle
         else:
             short = middle
@@ -464,10 +477,18 @@ def _list(d: Digest, name: str) -> list:
 
 
 def _kept(d: Digest, name: str, cut: dict[str, int]) -> list:
+    return _left(name, _in_order(d, name), cut)
+
+
+def _in_order(d: Digest, name: str) -> list:
     values = _list(d, name)
+    return sorted(values, key=lambda kv: -kv[1]) if name == "files_read" else values
+
+
+def _left(name: str, values: list, cut: dict[str, int]) -> list:
+    """What ``cut`` leaves of ``values``, list ``name`` in the note's order."""
     n = cut.get(name, 0)
-    if name in ("files_read",):  # keep the most read files
-        values = sorted(values, key=lambda kv: -kv[1])
+    if name == "files_read":  # keep the most read files
         return values[: len(values) - n] if n else values
     return values[n:]  # drop the oldest
 
@@ -480,48 +501,44 @@ def _more(name: str, cut: dict[str, int], what: str = "entries") -> list[str]:
 NO_GOAL = "(no request recorded)"
 
 
-def _render(d: Digest, cut: dict[str, int]) -> str:
+def _render(d: Digest, cut: dict[str, int], lines: _Lines | None = None) -> str:
+    kept = (lines or _Lines(d)).kept
     out = [NOTE_TITLE, "", PREAMBLE, ""]
     out += ["## Goal", d.goal or NO_GOAL, ""]
 
     out += ["## Constraints and preferences",
             "The user's messages so far, word for word (oldest first); follow their instructions:"]
-    out += _more("user_messages", cut, "messages")
-    for i, text in enumerate(_kept(d, "user_messages", cut)):
-        out += ["<user-message>", text, "</user-message>"]
+    out += _more("user_messages", cut, "messages") + kept("user_messages", cut)
     if not d.user_messages:
         out.append("(none in the part this note covers)")
     out.append("")
 
     out += ["## Progress", "### Done"]
-    out += _more("done", cut) + ([f"- {x}" for x in _kept(d, "done", cut)] or ["- (nothing recorded)"])
+    out += _more("done", cut) + (kept("done", cut) or ["- (nothing recorded)"])
     out += ["### In progress"] + ([f"- {x}" for x in d.in_progress] or ["- (nothing recorded)"])
     out += ["### Blocked"] + ([f"- {x}" for x in d.blocked] or ["- (nothing)"])
     out.append("")
 
     out += ["## Key decisions"]
-    decided = _more("choices", cut, "answers") + [f"- {x}" for x in _kept(d, "choices", cut)]
-    decided += _more("decisions", cut) + [f"- {x}" for x in _kept(d, "decisions", cut)]
+    decided = _more("choices", cut, "answers") + kept("choices", cut)
+    decided += _more("decisions", cut) + kept("decisions", cut)
     out += decided or ["- (none recorded)"]
     out.append("")
 
     out += ["## Files", "### Changed"]
-    changed = _kept(d, "files_changed", cut)
-    out += _more("files_changed", cut, "files") + ([_file_line(p, n, "change") for p, n in changed] or ["- (none)"])
+    out += _more("files_changed", cut, "files") + (kept("files_changed", cut) or ["- (none)"])
     out += ["### Read"]
-    read = _kept(d, "files_read", cut)
-    out += ([_file_line(p, n, "read") for p, n in read] or ["- (none)"]) + _more("files_read", cut, "files")
+    out += (kept("files_read", cut) or ["- (none)"]) + _more("files_read", cut, "files")
     out.append("")
 
     out += ["## Commands run"]
-    out += _more("commands", cut, "commands") + ([_command_line(c) for c in _kept(d, "commands", cut)]
-                                                 or ["- (none)"])
+    out += _more("commands", cut, "commands") + (kept("commands", cut) or ["- (none)"])
     out.append("")
 
     if d.facts:
         out += ["## Facts from tool output",
                 "Lines of output that later steps relied on, and settings commands printed, word for word:"]
-        out += _more("facts", cut, "facts") + [f"- {x}" for x in _kept(d, "facts", cut)]
+        out += _more("facts", cut, "facts") + kept("facts", cut)
         out.append("")
 
     out += ["## Findings and errors"]
@@ -541,19 +558,13 @@ def _render(d: Digest, cut: dict[str, int]) -> str:
         out += ["## Keep in full detail"]
         for text in d.keep:
             out += ["<keep>", text, "</keep>"]
-        out += _more("keep_excerpts", cut, "passages")
-        for text in _kept(d, "keep_excerpts", cut):
-            out += ["<keep>", text, "</keep>"]
+        out += _more("keep_excerpts", cut, "passages") + kept("keep_excerpts", cut)
         out.append("")
     if d.earlier:
-        out += ["## Earlier summary"] + _more("earlier", cut, "summaries")
-        for text in _kept(d, "earlier", cut):
-            out += ["<earlier-summary>", text.strip(), "</earlier-summary>"]
+        out += ["## Earlier summary"] + _more("earlier", cut, "summaries") + kept("earlier", cut)
         out.append("")
     if d.attached:
-        out += ["## Rules and skills as attached"] + _more("attached", cut, "attachments")
-        for label, text in _kept(d, "attached", cut):
-            out += [f'<attached name="{label}">', text, "</attached>"]
+        out += ["## Rules and skills as attached"] + _more("attached", cut, "attachments") + kept("attached", cut)
         out.append("")
     if d.original:
         out += ["## Original context", d.original, ""]
@@ -567,6 +578,35 @@ def _command_line(command: str) -> str:
 
 def _file_line(path: str, n: int, what: str) -> str:
     return f"- {path}" + (f" ({n} {what}s)" if n > 1 else "")
+
+
+# how an entry of each list reads in the note (findings and errors are rendered together)
+ENTRY_LINES: dict[str, Callable[[Any], str]] = {
+    "user_messages": lambda text: f"<user-message>\n{text}\n</user-message>",
+    "done": "- {}".format, "choices": "- {}".format, "decisions": "- {}".format, "facts": "- {}".format,
+    "files_changed": lambda entry: _file_line(*entry, "change"),
+    "files_read": lambda entry: _file_line(*entry, "read"),
+    "commands": _command_line,
+    "keep_excerpts": lambda text: f"<keep>\n{text}\n</keep>",
+    "earlier": lambda text: f"<earlier-summary>\n{text.strip()}\n</earlier-summary>",
+    "attached": lambda entry: f'<attached name="{entry[0]}">\n{entry[1]}\n</attached>',
+}
+
+
+class _Lines:
+    """The note's lines for each list of a digest, formatted once: trimming renders the note
+    again for every cut it tries, dozens of times for a long session."""
+
+    def __init__(self, d: Digest):
+        self.d = d
+        self.formatted: dict[str, list[str]] = {}
+
+    def kept(self, name: str, cut: dict[str, int]) -> list[str]:
+        """The lines of what ``cut`` keeps of list ``name``."""
+        lines = self.formatted.get(name)
+        if lines is None:
+            lines = self.formatted[name] = [ENTRY_LINES[name](entry) for entry in _in_order(self.d, name)]
+        return _left(name, lines, cut)
 
 
 # --- reading an earlier note back -------------------------------------------------------------

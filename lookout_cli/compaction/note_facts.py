@@ -56,7 +56,7 @@ ERROR_RE = re.compile(
 EXCEPTION_RE = re.compile(
     r"^[ \t]*(?:E[ \t]+)?((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::[^\n]*)?)$",
     re.MULTILINE)
-EXIT_RE = re.compile(r"(?i)(?:exit code|exit status|exited with(?: code)?|\"exit_code\"\s*:)\s*:?\s*(-?\d+)")
+EXIT_RE = re.compile(r"(?:exit code|exit status|exited with(?: code)?|\"exit_code\"\s*:)\s*:?\s*(-?\d+)", re.IGNORECASE)
 # the lines Codex puts before a command's output (shell_command, exec_command)
 CODEX_HEAD_RE = re.compile(r"\A(?:(?:Chunk ID|Wall time|Exit code|Process exited|Original token count)\b[^\n]*\n)+"
                            r"Output:\n")
@@ -69,14 +69,23 @@ WORD_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 # a value a later step may rely on: a word holding a digit (a port, version, count, hash, id),
 # or an environment variable's name
 VALUE_RE = re.compile(r"(?<![\w.\-])(?:[A-Za-z_.\-]*\d(?:[\w.\-]*[A-Za-z0-9])?|[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b)")
+# Where VALUE_RE can match: it starts a run of [\w.\-] (a value at most per run) with letters,
+# "_", "." or "-" up to a digit, or with an upper-case word up to "_". In the reversed text these
+# read from the digit or "_" back to the run's start, and the engine skips to a digit or "_" fast
+# (hence the one class in front), where VALUE_RE itself is tried at every position.
+VALUE_START_REVERSED_RE = re.compile(r"[\d_](?:(?<=\d)[A-Za-z_.\-]*+|(?<=_)[A-Z0-9]*[A-Z])(?![\w.\-])")
 DECISION_RE = re.compile(
-    r"(?i)\b(decided|decide to|i'll use|we'll use|i will use|chose|choose to|going with|instead of|"
-    r"the plan is|approach is|switch(?:ed)? to|let's use|we should use|prefer)\b"
+    r"\b(decided|decide to|i'll use|we'll use|i will use|chose|choose to|going with|instead of|"
+    r"the plan is|approach is|switch(?:ed)? to|let's use|we should use|prefer)\b", re.IGNORECASE
 )
 FINDING_RE = re.compile(
-    r"(?i)\b(found|turns out|the (?:problem|issue|bug|cause|error) (?:is|was)|root cause|works now|"
-    r"now passes|all tests pass|tests pass|fixed|is caused by)\b"
+    r"\b(found|turns out|the (?:problem|issue|bug|cause|error) (?:is|was)|root cause|works now|"
+    r"now passes|all tests pass|tests pass|fixed|is caused by)\b", re.IGNORECASE
 )
+# Case-blind patterns of lower-case words made case-sensitive: an ASCII text's lower case
+# searched with them gives the same matches, in half the time (``search_case_blind``).
+LOWER_CASE_TWIN = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
+                   for pattern in (EXIT_RE, DECISION_RE, FINDING_RE)}
 NEXT_RE = re.compile(
     r"(?i)(\bnext,? (?:i|we)\b|\bnext steps?\b|\bthen (?:i|we)(?:'ll| will)\b|\bremaining\b|"
     r"\bstill (?:need|have) to\b|\bTODO:|\b(?:i|we)(?:'ll| will) now\b|\bnow (?:i|we)(?:'ll| will)\b|"
@@ -110,6 +119,15 @@ def one_line(text: str, limit: int = LINE) -> str:
 def squash(text: str) -> str:
     """Whitespace collapsed, for comparing a fact with a note."""
     return " ".join(text.split())
+
+
+def search_case_blind(pattern: re.Pattern, text: str, lower: str | None = None) -> re.Match | None:
+    """``pattern.search(text)`` for a pattern of ``LOWER_CASE_TWIN``, faster on ASCII text (its
+    lower case, ``lower`` when already made, searched case-sensitively): the same span, but a
+    group's letters in lower case."""
+    if text.isascii():
+        return LOWER_CASE_TWIN[pattern].search(text.lower() if lower is None else lower)
+    return pattern.search(text)
 
 
 def sentences(text: str) -> list[str]:
@@ -295,9 +313,10 @@ def error_line(text: str) -> str | None:
 
 def exit_code(text: str) -> int | None:
     """The exit status an output reports near its start or its end, if any."""
-    for part in (text[:2000], text[-2000:]):
+    for part in (text[:2000], text[-2000:]) if len(text) > 2000 else (text,):  # a short one once
         # most outputs say no "exit": the case-blind regex alone tries every position of both ends
-        match = EXIT_RE.search(part) if "exit" in part.lower() else None
+        lower = part.lower()
+        match = search_case_blind(EXIT_RE, part, lower) if "exit" in lower else None
         if match:
             return int(match.group(1))
     return None
@@ -353,7 +372,10 @@ def values(text: str) -> list[str]:
     """The values a text mentions (words holding a digit, environment variable names), of 3
     characters or more (not ``1`` or ``v2``), once each, in order (the note must not depend on
     a set's order)."""
-    return [v for v in dict.fromkeys(VALUE_RE.findall(text)) if len(v) >= 3]
+    size = len(text)
+    starts = [size - match.end() for match in VALUE_START_REVERSED_RE.finditer(text[::-1])]
+    found = (VALUE_RE.match(text, start) for start in reversed(starts))  # VALUE_RE.findall(text)
+    return [v for v in dict.fromkeys(match.group() for match in found if match) if len(v) >= 3]
 
 
 def referenced_lines(outputs: Sequence[tuple[int, str]], mentions: dict[str, list[int]],

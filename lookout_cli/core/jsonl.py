@@ -23,6 +23,7 @@ import orjson
 from lookout_cli.core.errors import LookoutError, PipeClosed
 
 DEFAULT_MAX_RECORD_BYTES = 256 * 1024 * 1024
+COPY_BLOCK = 8 << 20  # lines left as they were, read back together up to this many bytes
 _UNPARSED = object()
 
 
@@ -146,6 +147,10 @@ class Record:
 
     def release(self, keep_value: bool = False) -> None:
         """Let go of what can be read again (only a ``LeanRecord`` can)."""
+
+    def stored(self) -> tuple[int, int, int] | None:
+        """Where the line's bytes are when only its file holds them (a released ``LeanRecord``)."""
+        return None
 
     @classmethod
     def new(cls, obj: Any) -> Record:
@@ -281,6 +286,12 @@ class LeanRecord(Record):
     def span(self) -> tuple[int, int]:
         """(offset, size) of the line in its file."""
         return self._index.span(self._at)
+
+    def stored(self) -> tuple[int, int, int] | None:
+        """(file descriptor, offset, size) of the line, once its bytes are let go."""
+        if _HELD(self) is not None:
+            return None
+        return self._index.fd, *self._index.span(self._at)
 
     def release(self, keep_value: bool = False) -> None:
         """Let go of the bytes and (unless ``keep_value``) the parsed value."""
@@ -513,7 +524,9 @@ class RecordWriter:
 
     def write(self, record: Record, original: bool = False) -> None:
         """Write a record; with ``original`` its input bytes even if a command edited it."""
-        data = (record.raw or b"") if original else record.to_bytes()
+        self._put((record.raw or b"") if original else record.to_bytes(), 1)
+
+    def _put(self, data: bytes, lines: int) -> None:
         if not data:
             return
         try:
@@ -525,11 +538,40 @@ class RecordWriter:
         except BrokenPipeError:
             raise PipeClosed() from None
         self._needs_newline = not data.endswith(b"\n")
-        self.written += 1
+        self.written += lines
 
     def write_all(self, records: Iterable[Record], original: bool = False) -> None:
+        """Write records in order. Untouched lean records that follow each other in their file
+        are read back together, a block at a time (a compacted 100 MB session is mostly lines
+        it left as they were: one read each cost a tenth of writing it)."""
+        run: list[int] | None = None  # [fd, start, end, lines] of such records
         for record in records:
+            place = record.stored() if original or not record.edited else None
+            if place is not None:
+                fd, offset, size = place
+                if run is not None and run[0] == fd and run[2] == offset and run[2] - run[1] < COPY_BLOCK:
+                    run[2] += size
+                    run[3] += 1
+                    continue
+                self._put_stored(run)
+                run = [fd, offset, offset + size, 1]
+                continue
+            self._put_stored(run)
+            run = None
             self.write(record, original)
+        self._put_stored(run)
+
+    def _put_stored(self, run: list[int] | None) -> None:
+        if run is None:
+            return
+        fd, start, end, lines = run
+        if isinstance(self.stream, NullStream):  # dropped: not read back either
+            self.written += lines
+            return
+        data = os.pread(fd, end - start, start)
+        if len(data) != end - start:
+            raise LookoutError("the input changed while it was read (it was rewritten)")
+        self._put(data, lines)
 
     def write_raw(self, data: bytes) -> None:
         """Whole lines as they are (lines appended to the input meanwhile)."""
