@@ -542,8 +542,8 @@ class RecordWriter:
 
     def write_all(self, records: Iterable[Record], original: bool = False) -> None:
         """Write records in order. Untouched lean records that follow each other in their file
-        are read back together, a block at a time (a compacted 100 MB session is mostly lines
-        it left as they were: one read each cost a tenth of writing it)."""
+        are read back together, a block at a time, not with a read a line (a compacted session
+        is mostly lines left as they were)."""
         run: list[int] | None = None  # [fd, start, end, lines] of such records
         for record in records:
             place = record.stored() if original or not record.edited else None

@@ -24,7 +24,7 @@ from lookout_cli.meter.reclaim import ARGUMENT_FIELDS, ARGUMENT_KEYS, call_argum
 
 BATCH_CHARS = 4_000_000  # with --jobs: characters sent to the workers together
 # In one process, exact counts are made a batch at a time too: tokenizing a text between the
-# parsing of one line and the next ran 15-20% slower than in a run of counts (the tokenizer's
+# parsing of one line and the next ran 12-20% slower than in a run of counts (the tokenizer's
 # tables leave the processor's caches meanwhile; a cold measure of a real-shaped 100 MB session,
 # paired runs). A megabyte of text waits at most.
 RUN_CHARS = 1_000_000
