@@ -137,7 +137,6 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     from lookout_cli.compaction import engine as compactor
     from lookout_cli.compaction import prepared, summarizers
     from lookout_cli.core.times import parse_time
-    from lookout_cli.meter.item_counts import EarlyItems
 
     now = None
     if now_text:
@@ -163,7 +162,7 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     except summarizers.SummaryFailed as exc:
         raise click.UsageError(str(exc)) from None
 
-    transcript = run.load(early=EarlyItems())  # each line parsed once: the view takes its items
+    transcript = run.load()
     ready = None
     if summary_file is not None:
         ready = compactor.PreparedSummary(summary_file.read(), None, f"the note in {summary_file.name}")

@@ -209,7 +209,8 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
     if meter is not None:
         return meter, None
-    from lookout_cli.meter.item_counts import CountingSink, EarlyItems  # not needed when the figures are reused
+    from lookout_cli.formats.early import EarlyItems  # not needed when the figures are reused
+    from lookout_cli.meter.item_counts import CountingSink
     from lookout_cli.meter.line_memo import LineMemo
 
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \

@@ -49,7 +49,7 @@ from lookout_cli.meter.replay import CLOSED_STDOUT
 
 if TYPE_CHECKING:  # pragma: no cover
     from lookout_cli.core.saved import SavedStore
-    from lookout_cli.meter.item_counts import EarlyItems
+    from lookout_cli.formats.early import EarlyItems
     from lookout_cli.meter.line_memo import LineMemo
 
 MAX_WARNED_LINES = 10
@@ -375,13 +375,17 @@ class Run:
         adapter has none); a line is read again when its value is asked for, and an unchanged
         transcript is written back from the input. Not lean, every line is kept parsed.
         With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
-        the file only grew, and not parsed again when it was rewritten. With ``early`` (measure),
-        each line's items are built and counted as it is read, when its format can say them
-        from the line alone (``Adapter.line_items``)."""
+        the file only grew, and not parsed again when it was rewritten. A lean load builds each
+        line's items as it reads it, when its format can say them from the line alone
+        (``Adapter.line_items``), for the view to take: ``early`` (measure's) counts them too."""
         self.start_progress()
         if lean:
             handle, spool = self._seekable_input()
             if handle is not None:
+                if early is None:
+                    from lookout_cli.formats.early import EarlyItems
+
+                    early = EarlyItems()
                 with self._reading(handle, spool):
                     return self._load_lean(handle, spool, memo, early)
             # no temporary file can be made: keep the lines in memory

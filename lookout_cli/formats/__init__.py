@@ -89,7 +89,7 @@ class Transcript:
         # called with the view and every item as it is built (measure counts and shrinks them)
         self.sink: Callable[[View, Item], None] | None = None
         self.memo = None  # line_memo.LineMemo: what a lean measure of this file learned before
-        self.early = None  # item_counts.EarlyItems: the items each line gave as it was read (measure)
+        self.early = None  # early.EarlyItems: the items each line gave as it was read
 
     @property
     def format(self) -> str | None:
@@ -189,7 +189,7 @@ class Adapter:
 
     # ``line_items(record, obj, sink)``: the items of a line worked out from the line alone as
     # it is read, each handed to ``sink``; None when the view must read the line again. A lean
-    # measure then parses each line once (``item_counts.EarlyItems``). None: not offered. Its
+    # load then parses each line once (``formats.early.EarlyItems``). None: not offered. Its
     # optional ``shown_from(fd, start, end)`` says from which offset a file's lines can be shown
     # (before it they are not built: a compacted session's earlier segments).
     line_items: Callable[[Record, Any, Callable], list[Item] | None] | None = None

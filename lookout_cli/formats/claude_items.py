@@ -236,8 +236,8 @@ class _Builder:
             if memo is not None and not self.reads_next:
                 memo.keep(pos, (first, len(self.view.items)))
             record.release()
-        if early is not None:  # what is left is of lines the view does not show (a rewound branch)
-            early.items = []
+        if early is not None:
+            early.finish()
         self.usages_and_compactions()
         leaf = chain.obj(chain.leaf) if chain.leaf is not None else {}
         if chain.leaf is not None:

@@ -1,0 +1,78 @@
+"""The items of each line as the load parses it, for the view to take instead of parsing the
+line again (``Adapter.line_items``): every lean load builds them (``Run.load``); ``measure``
+hands them its counting sink (``meter.item_counts.CountingSink``), so they are counted and cut
+down as they are made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+from lookout_cli.formats.view import Item
+
+
+class EarlyItems:
+    """The items of each line, built (and, for a measure, counted) as the line is read
+    (``Adapter.line_items``), so that each line is parsed once; the view takes them by the
+    line's position (``take``). ``key(model)`` says how a model's texts are counted: the items
+    are counted before the view's model is known (as ``key(None)``), and taken only when the
+    view's model is counted the same way (else the view reads the lines again). Without a
+    ``sink`` (every command but measure), nothing is counted nor cut down: the view takes the
+    items whole."""
+
+    def __init__(self, sink=None, key: Callable[[str | None], tuple] | None = None) -> None:
+        self.sink = sink
+        self.key = key
+        self.make = None
+        self.items: list = []  # by line position: None, one item, or a tuple of a line's items
+        self.skip_to = 0  # lines that start before this offset are left to the view
+
+    def start(self, adapter, fd: int, begin: int) -> EarlyItems | None:
+        """The format is known: this, when its adapter can say a line's items on its own.
+        ``fd`` is the file being read from ``begin`` (not a pipe: its end is looked at first):
+        its lines before the one from which the conversation is shown
+        (``line_items.shown_from``: a compacted session's last boundary) are not built nor
+        counted (the view does not show them)."""
+        self.make = getattr(adapter, "line_items", None)
+        if self.make is None:
+            return None
+        shown_from = getattr(self.make, "shown_from", None)
+        if shown_from is not None:
+            with contextlib.suppress(OSError):  # not looked at: every line's items are built
+                self.skip_to = shown_from(fd, begin, os.fstat(fd).st_size)
+        return self
+
+    def read(self, record, obj) -> None:
+        if self.skip_to:
+            if record.span()[0] < self.skip_to:
+                return
+            self.skip_to = 0  # the lines come in order: none after this one is skipped
+        made = self.make(record, obj, self.sink)
+        if not made:
+            return
+        items, pos = self.items, record.lineno - 1
+        if pos > len(items):
+            items.extend([None] * (pos - len(items)))
+        if pos == len(items):  # (a line read twice is not taken twice)
+            items.append(made[0] if len(made) == 1 else tuple(made))
+
+    def usable(self, model: str | None) -> bool:
+        """Whether the view of ``model`` can take the items (else they are let go)."""
+        if self.sink is None or self.key(model) == self.key(None):
+            return True
+        self.items = []
+        self.sink.restart()
+        return False
+
+    def finish(self) -> None:
+        """The view is built: what it did not take is of lines it does not show (a rewound branch)."""
+        self.items = []
+
+    def take(self, pos: int) -> list[Item] | None:
+        items = self.items
+        if pos >= len(items) or items[pos] is None:
+            return None
+        found, items[pos] = items[pos], None
+        return [found] if type(found) is Item else list(found)
