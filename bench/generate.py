@@ -9,7 +9,11 @@ Two shapes (``--shape``). ``real``, the default of the command line and the runn
 to the real sessions in ../shared/transcripts (BENCHMARKS.md has the figures): Claude Code
 lines of about 1 KB at the median, 2.5-3 KB at p90 and 1.6-1.8 KB on average, mostly one tool
 call a response with short results, thinking in a quarter of the responses, subagents (Task)
-writing sidechain lines into the file, an image now and then. ``generated``, the first shape
+writing sidechain lines into the file, an image now and then, and compactions where Claude
+Code makes them: when the prompt passes the model's summary point (``SUMMARY_POINT``), a
+``compact_boundary`` and its summary start a new segment, as ``/compact`` or the automatic
+one writes them (formats.md §1.8; a long session is many segments, and only the last is in
+the context). ``generated``, the first shape
 (and ``generate()``'s default, which the tests were written against), has long tool outputs
 (5 KB lines on average), many progress lines and no subagents.
 
@@ -40,6 +44,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FORMATS = ("claude-code", "codex", "openai", "anthropic")
 MB = 1_000_000
 SEED = 20261129
+# what a file made from a seed holds: a file the runner made with another version is made again
+VERSION = 2  # 2: the real shape compacts
+# where Claude Code compacts a Sonnet 4.5 conversation on its own (a 200k window, less its
+# buffer; lookout's catalogue says the same), and what the context holds just after: the
+# setup and the summary
+SUMMARY_POINT = 167_000
+AFTER_COMPACTION = 15_000
 
 
 # --- the corpus: text the repository owns ------------------------------------------------
@@ -345,6 +356,7 @@ class ClaudeWriter:
         self.parent = None
         self.t = 1_760_000_000.0
         self.context = 15_000
+        self.prompts: list[str] = []  # the segment's prompts, for its summary
 
     def _uuid(self) -> str:
         return str(uuid.UUID(int=self.r.getrandbits(128), version=4))
@@ -358,14 +370,36 @@ class ClaudeWriter:
         u = self._uuid()
         obj = {"parentUuid": self.parent, "isSidechain": self.sidechain, "userType": "external", "cwd": "/w/app",
                "sessionId": self.session, "version": "2.0.14", "gitBranch": "main", "type": kind,
-               "message": message, **extra, "uuid": u, "timestamp": self._ts()}
+               **({"message": message} if message is not None else {}), **extra, "uuid": u,
+               "timestamp": self._ts()}
         self.parent = u
         return _dumps(obj)
 
+    def compaction(self) -> bytes:
+        """The two lines Claude Code appends when it compacts (formats.md §1.8): a boundary
+        that starts a new root and points back through ``logicalParentUuid``, then the summary
+        (a user line the next lines descend from). The summary holds the segment's prompts."""
+        before, self.parent = self.parent, None
+        boundary = self._line("system", None, subtype="compact_boundary", content="Conversation compacted",
+                              isMeta=False, level="info", logicalParentUuid=before,
+                              compactMetadata={"trigger": "auto", "preTokens": self.context})
+        body = "\n\n".join(p[:600] for p in self.prompts[-12:])
+        summary = ("This session is being continued from a previous conversation that ran out of context. "
+                   "The conversation is summarized below:\nAnalysis:\n" + body)
+        self.prompts = []
+        self.context = AFTER_COMPACTION + len(summary) // 3
+        return boundary + self._line("user", {"role": "user", "content": summary},
+                                     isVisibleInTranscriptOnly=True, isCompactSummary=True)
+
     def event(self, ev) -> bytes:
         kind = ev[0]
+        if (self.shape == "real" and kind != "progress" and not self.sidechain
+                and self.context >= SUMMARY_POINT):  # before the request that would pass it, mid-turn too
+            return self.compaction() + self.event(ev)
         if kind == "prompt":
             _, text, image = ev
+            if not self.sidechain:
+                self.prompts.append(text)
             content = [{"type": "text", "text": text}]
             if image:
                 content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
@@ -577,7 +611,8 @@ def generate(path: Path, fmt: str, size_mb: float, seed: int = SEED, corpus: Cor
             if n >= target and ev[0] == "step" and not ev[3]:
                 break
     tmp.replace(path)
-    return {"file": path.name, "format": fmt, "shape": shape, "bytes": n, "lines": lines, "sha256": digest.hexdigest(), "seed": seed}
+    return {"file": path.name, "format": fmt, "shape": shape, "bytes": n, "lines": lines, "sha256": digest.hexdigest(),
+            "seed": seed, "version": VERSION}
 
 
 def file_name(fmt: str, size: float, shape: str = "real") -> str:

@@ -1,6 +1,6 @@
 """Reference passes: the minimum work a pass over a transcript must do (research/performance.md §5, §7).
 
-    python -m bench.reference measure  < FILE   # orjson every line, encode_ordinary every text block
+    python -m bench.reference measure  < FILE   # orjson every line, encode_ordinary every text block shown
     python -m bench.reference estimate < FILE   # the same walk, chars/4 instead of a tokenizer
     python -m bench.reference usage    < FILE   # usage figures only: lines with "usage", deduplicated
     python -m bench.reference tail FILE         # tail-only state: parse only lines appended since the last run
@@ -11,7 +11,9 @@ The walk counts what lookout's views count as text, with the same conventions (a
 is its name followed by its compact JSON input; a tool result's text parts are joined by a
 newline; base64 images are never tokenized), so exact counts can be compared. It does not
 build a chain or deduplicate split lines (the generated transcripts need neither); it skips
-a Claude Code line marked ``isSidechain`` (a subagent's, which the real shape has). It
+a Claude Code line marked ``isSidechain`` (a subagent's, which the real shape has), and
+counts only the texts after the last ``compact_boundary`` (what the model sees: a compacted
+session's earlier segments are parsed, and their texts let go at the next boundary). It
 imports nothing from lookout except the shipped rank files, loaded the way lookout must load
 them (no network).
 
@@ -20,6 +22,8 @@ Prints one JSON line to stdout: {"tokens": N, "blocks": N, "chars": N, ...}.
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 
 import orjson
@@ -93,23 +97,88 @@ def texts(obj) -> list[str]:
     return out
 
 
-def pass_measure(stream, exact: bool = True) -> dict:
-    encode = _encoder() if exact else None
-    tokens = blocks = chars = lines = 0
+def is_boundary(obj) -> bool:
+    """A Claude Code compaction of the main conversation: what the model sees starts after it."""
+    return (isinstance(obj, dict) and obj.get("subtype") == "compact_boundary" and obj.get("type") == "system"
+            and obj.get("isSidechain") is not True)
+
+
+def last_boundary(stream) -> int:
+    """Where the last compaction's line starts in a seekable file (-1: none; None: not a file),
+    found from the end (a compacted session's texts before it are not counted)."""
+    import mmap
+
+    try:
+        st = os.fstat(stream.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
+        if not size:
+            return -1
+        view = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, AttributeError):
+        return None
+    with view:
+        end = size
+        while (at := view.rfind(b'"compact_boundary"', 0, end)) >= 0:
+            start = view.rfind(b"\n", 0, at) + 1
+            stop = view.find(b"\n", at)
+            try:
+                if is_boundary(orjson.loads(view[start:stop if stop >= 0 else size])):
+                    return start
+            except orjson.JSONDecodeError:
+                pass
+            end = start
+    return -1
+
+
+def visible_texts(stream, each=None) -> tuple[list[str], int, bool]:
+    """Every line parsed; ``each`` called with the texts after the last compaction (or, when
+    the input is no file, the texts collected and returned); the lines read, and whether a
+    compaction was among them."""
+    shown: list[str] = []
+    lines, compacted = 0, False
     loads = orjson.loads
+    start = last_boundary(stream) if each is not None else None
+    if start is None:
+        each = None
+    offset = stream.tell() if each is not None else 0
     for line in stream:
         lines += 1
+        at, offset = offset, offset + len(line)
         try:
             obj = loads(line)
         except orjson.JSONDecodeError:
             continue
-        for text in texts(obj):
+        if each is not None:
+            if at > start:
+                each(texts(obj))
+            elif at == start:
+                compacted = True
+            continue
+        if is_boundary(obj):
+            shown, compacted = [], True
+            continue
+        shown += texts(obj)
+    return shown, lines, compacted
+
+
+def pass_measure(stream, exact: bool = True) -> dict:
+    encode = _encoder() if exact else None
+    tokens = blocks = chars = 0
+
+    def count(found: list[str]) -> None:
+        nonlocal tokens, blocks, chars
+        for text in found:
             if not text:
                 continue
             blocks += 1
             chars += len(text)
             tokens += len(encode(text)) if exact else len(text) // 4
-    return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines}
+
+    shown, lines, compacted = visible_texts(stream, count)
+    count(shown)
+    return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines, "compacted": compacted}
 
 
 def pass_tail(path: str) -> dict:
@@ -123,9 +192,9 @@ def pass_tail(path: str) -> dict:
     if plan.kind == ms.UNCHANGED:
         return {**totals, "plan": plan.kind}
     lines, end = ms.read_lines(path, plan.start)
-    new = pass_measure(lines) if lines else {"tokens": 0, "blocks": 0, "chars": 0, "lines": 0}
-    for k in totals:
-        totals[k] += new[k]
+    new = pass_measure(lines) if lines else {"tokens": 0, "blocks": 0, "chars": 0, "lines": 0, "compacted": False}
+    for k in totals:  # a compaction among the new lines: what came before it is no longer seen
+        totals[k] = new[k] + (totals[k] if k == "lines" or not new["compacted"] else 0)
     ms.commit(path, key, end, totals)
     return {**totals, "plan": plan.kind}
 
@@ -135,15 +204,11 @@ def pass_cached(stream) -> dict:
     from lookout_cli.tokens.cache import TokenCache
 
     encode = None
-    tokens = blocks = chars = lines = 0
+    tokens = blocks = chars = 0
     with TokenCache("o200k_base") as cache:
-        for line in stream:
-            lines += 1
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            for text in texts(obj):
+        def count(found: list[str]) -> None:
+            nonlocal encode, tokens, blocks, chars
+            for text in found:
                 if not text:
                     continue
                 blocks += 1
@@ -155,6 +220,9 @@ def pass_cached(stream) -> dict:
                     n = len(encode(text))
                     cache.put(text, n, key)
                 tokens += n
+
+        shown, lines, _ = visible_texts(stream, count)
+        count(shown)
     return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines}
 
 

@@ -35,7 +35,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from bench.generate import ROOT, Corpus, file_name, generate
+from bench.generate import ROOT, VERSION, Corpus, file_name, generate
 
 PY = sys.executable
 LOOKOUT = [PY, "-m", "lookout_cli"]
@@ -247,7 +247,7 @@ class Suite:
         p = self.out / file_name(fmt, size, shape)
         manifest = self.out / "MANIFEST.json"
         facts = json.loads(manifest.read_text()).get(p.name) if manifest.exists() else None
-        if not p.exists() or not facts or facts.get("bytes") != p.stat().st_size:
+        if not p.exists() or not facts or facts.get("bytes") != p.stat().st_size or facts.get("version") != VERSION:
             self.corpus = self.corpus or Corpus()
             t0 = time.perf_counter()
             facts = generate(p, fmt, size, corpus=self.corpus, shape=shape)

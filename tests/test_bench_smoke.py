@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, run_lookout
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
-from bench.generate import FORMATS, Corpus, generate, shape_of  # noqa: E402
+from bench.generate import FORMATS, SUMMARY_POINT, Corpus, generate, shape_of  # noqa: E402
 from bench.reference import texts as texts_of  # noqa: E402
 
 
@@ -59,8 +59,51 @@ def test_the_default_shape_is_the_real_sessions_and_the_first_is_kept(tmp_path, 
     assert any("sidechain" in k for k in real["byte_shares"]) and "thinking" in real["byte_shares"]
     first = generate(tmp_path / "g.jsonl", "claude-code", 1, corpus=corpus)
     old = shape_of(tmp_path / "g.jsonl")
-    assert first["shape"] == "generated" and old["mean"] > 2.5 * real["mean"]
+    # (a megabyte holds few of the first shape's long outputs: its mean moves by a third as
+    # the repository, its corpus, changes)
+    assert first["shape"] == "generated" and old["mean"] > 2 * real["mean"]
     assert not any("sidechain" in k for k in old["byte_shares"])
+
+
+def test_the_real_shape_compacts_where_claude_code_does(tmp_path, corpus, monkeypatch):
+    """A long real session is many segments: when the prompt passes the summary point, Claude
+    Code appends a boundary and a summary (formats.md §1.8), and the model sees only what
+    follows the last one. The reference counts that much, and lookout's exact count equals
+    it; the tail reference follows a compaction among the lines appended."""
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "long.jsonl"
+    generate(f, "claude-code", 4, corpus=corpus, shape="real")
+    lines = [json.loads(line) for line in f.read_bytes().splitlines()]
+    at = [n for n, o in enumerate(lines) if o.get("subtype") == "compact_boundary"]
+    assert len(at) >= 2
+    for n in at:
+        boundary, summary = lines[n], lines[n + 1]
+        assert boundary["type"] == "system" and boundary["parentUuid"] is None
+        assert boundary["compactMetadata"]["trigger"] == "auto" and boundary["compactMetadata"]["preTokens"] >= SUMMARY_POINT
+        main = [o for o in lines[:n] if "uuid" in o and not o.get("isSidechain")]
+        assert boundary["logicalParentUuid"] == main[-1]["uuid"]
+        assert summary["isCompactSummary"] is True and summary["parentUuid"] == boundary["uuid"]
+        assert summary["message"]["content"].startswith("This session is being continued")
+    ref = _reference(f)
+    assert ref["compacted"] is True and ref["lines"] == len(lines)
+    shown = sum(1 for o in lines[at[-1] + 1:] for t in texts_of(o) if t)
+    assert ref["blocks"] == shown  # the texts after the last boundary, no more
+    r = run_lookout("measure", "--json", "--no-discover", str(f))
+    report = json.loads(r.stdout)
+    assert len(report["compactions"]) == len(at)
+    assert _lookout_text_tokens(f) == ref["tokens"]
+    # standard input that is a pipe: the reference collects the texts (it cannot look ahead)
+    piped = subprocess.run([sys.executable, "-m", "bench.reference", "measure"], input=f.read_bytes(),
+                           capture_output=True, check=True, cwd=REPO)
+    assert json.loads(piped.stdout)["tokens"] == ref["tokens"]
+    data = f.read_bytes()
+    cut = sum(len(line) + 1 for line in data.split(b"\n")[:at[-1] - 3])  # before the last compaction
+    grow = tmp_path / "grow.jsonl"
+    grow.write_bytes(data[:cut])
+    assert _reference(grow, "tail")["plan"] == "new"
+    with open(grow, "ab") as fh:
+        fh.write(data[cut:])
+    assert _reference(grow, "tail")["tokens"] == ref["tokens"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -109,6 +109,28 @@ def test_counts_made_ahead_are_exact_cover_the_last_quarter_and_are_keyed_as_the
     assert counts == {key(t): tokens.count(t) for t in texts}
 
 
+def test_a_compacted_session_is_counted_ahead_from_its_last_boundary_or_not_at_all(tmp_path, monkeypatch):
+    """The model sees a compacted session from its last boundary on: the texts before it are
+    not worth a worker's time, and a part after it too small to be worth workers is left to
+    the view (a real long session: --jobs 2 ran slower than one job)."""
+    path = tmp_path / "compacted.jsonl"
+    generate(path, "claude-code", 4, shape="real")
+    data = path.read_bytes()
+    boundary = data.rfind(b"\n", 0, data.rindex(b'"subtype":"compact_boundary"')) + 1
+    tail = len(data) - boundary
+    assert tail < len(data) // count_ahead.SHARE  # the last quarter would start before it
+    monkeypatch.setattr(count_ahead, "MIN_BYTES", 0)
+    ahead = count_ahead.start(str(path), None, "o200k_base", 2, False)
+    assert ahead is not None and ahead.start == boundary
+    counts = ahead.counts()
+    ahead.close()
+    texts = {t for line in lines_from(data, boundary) for t in counted_texts(orjson.loads(line)) if t}
+    assert counts == {tokens.memo_key(t): tokens.count(t) for t in texts}
+    monkeypatch.setattr(count_ahead, "MIN_BYTES", count_ahead.SHARE * (tail + 1))
+    assert len(data) >= count_ahead.MIN_BYTES  # large enough, but what is shown is not
+    assert count_ahead.start(str(path), None, "o200k_base", 2, False) is None
+
+
 def test_no_counting_ahead_for_small_inputs_pipes_or_formats_that_cannot_tell(tmp_path, session, monkeypatch):
     def begin(path_or_fd, jobs: int = 2) -> bool:
         fd = os.open(path_or_fd, os.O_RDONLY) if not isinstance(path_or_fd, int) else path_or_fd

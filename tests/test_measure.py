@@ -371,6 +371,30 @@ def test_recorded_compactions_before_and_after():
             assert row["after_basis"] == "next response"
 
 
+@pytest.mark.parametrize("order", ["file", "relinked"])
+def test_a_compaction_without_a_recorded_after_takes_the_next_response(order):
+    """The first response after each compaction gives its "after", found by halving when the
+    usages run in file order (a long session: hundreds of compactions, 100k responses) and by
+    looking through them when a relink put one out of order."""
+    import random
+
+    from lookout_cli.core.jsonl import Record
+    from lookout_cli.formats.view import Compaction, Usage, View
+    from lookout_cli.meter.analysis import compactions
+
+    rng = random.Random(7)
+    lines = sorted(rng.sample(range(1, 5000), 400))
+    if order == "relinked":
+        lines[100], lines[300] = lines[300], lines[100]
+    usages = [Usage(Record(n, b"{}\n"), input=n) for n in lines]
+    marks = sorted(rng.sample(range(1, 5200), 60))
+    view = View("claude-code", usages=usages, compactions=[Compaction(Record(n, b"{}\n")) for n in marks])
+    rows = compactions(view)
+    for row, line in zip(rows, marks):
+        later = [u for u in usages if u.record.lineno > line]
+        assert (row.after, row.after_basis) == ((later[0].prompt, "next response") if later else (None, None))
+
+
 def test_compaction_after_the_last_response_makes_the_figure_an_estimate():
     # Codex's schema-coverage fixture ends with compacted records after its only token_count
     path = SHARED_TRANSCRIPTS / "codex" / "agentsessions-codex-small-schema-coverage.jsonl"

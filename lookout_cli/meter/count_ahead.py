@@ -10,8 +10,11 @@ back the counts under the keys the counter keeps counts by (the block cache's, e
 ``tokens.tokenizer.memo_key``), which ``CachedCounter.learn`` takes in; the view's batches then leave
 those texts out. The end of the file, not its start: the lines the chain
 shows are the last ones (after the last compaction), and the view reaches them last, when
-their counts are in. A text counted ahead that the view does not show costs only its time; the
-counts are keyed by content, so a file that changes meanwhile gives no wrong count.
+their counts are in. A compacted session's lines before its last boundary are not counted
+ahead (``formats.early.shown_from``), nor is a shown part under a quarter of MIN_BYTES (the
+view counts it sooner than workers start). A text counted ahead that the view does not show
+costs only its time; the counts are keyed by content, so a file that changes meanwhile gives
+no wrong count.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ class Ahead:
         global _ADAPTER
         from lookout_cli.core.jsonl import Record
         from lookout_cli.formats import Adapter, detect, load_adapter
+        from lookout_cli.formats.early import shown_from
 
         try:
             info = os.fstat(fd)
@@ -123,11 +127,19 @@ class Ahead:
             adapter = detect([Record(n + 1, raw) for n, raw in enumerate(head)])
         if adapter is None or type(adapter).counted_texts is Adapter.counted_texts:
             return None
+        # what is shown of a compacted session starts at its last boundary: what comes before
+        # is not counted, and when what comes after is small, the view counts it on its own
+        try:
+            shown = shown_from(adapter, fd, first, info.st_size)
+        except OSError:
+            shown = 0
+        start = max(info.st_size - (info.st_size - first) // SHARE, shown)
+        if info.st_size - start < MIN_BYTES // SHARE:
+            return None
         _ADAPTER = adapter
         workers = token_cache.Workers(encoding, jobs)
         if not workers.start():
             return None
-        start = info.st_size - (info.st_size - first) // SHARE
         step = -(-(info.st_size - start) // (2 * jobs))  # two spans a worker
         spans = [(fd, lo, min(lo + step, info.st_size), encoding if cached else None)
                  for lo in range(start, info.st_size, step)]
