@@ -103,7 +103,7 @@ def is_boundary(obj) -> bool:
             and obj.get("isSidechain") is not True)
 
 
-def last_boundary(stream) -> int:
+def last_boundary(stream) -> int | None:
     """Where the last compaction's line starts in a seekable file (-1: none; None: not a file),
     found from the end (a compacted session's texts before it are not counted)."""
     import mmap
