@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Callable
 
 import orjson
 
@@ -132,17 +133,16 @@ def last_boundary(stream) -> int | None:
     return -1
 
 
-def visible_texts(stream, each=None) -> tuple[list[str], int, bool]:
-    """Every line parsed; ``each`` called with the texts after the last compaction (or, when
-    the input is no file, the texts collected and returned); the lines read, and whether a
-    compaction was among them."""
-    shown: list[str] = []
+def visible_texts(stream, each: Callable[[list[str]], None]) -> tuple[int, bool]:
+    """Every line parsed, ``each`` called with the texts of each line after the last
+    compaction; the lines read, and whether a compaction was among them. In a file the last
+    boundary is found first; elsewhere (a pipe, a list of lines) the texts wait until the end,
+    let go at each boundary."""
     lines, compacted = 0, False
     loads = orjson.loads
-    start = last_boundary(stream) if each is not None else None
-    if start is None:
-        each = None
-    offset = stream.tell() if each is not None else 0
+    start = last_boundary(stream)
+    offset = stream.tell() if start is not None else 0
+    shown: list[str] = []  # (not in a file)
     for line in stream:
         lines += 1
         at, offset = offset, offset + len(line)
@@ -150,17 +150,16 @@ def visible_texts(stream, each=None) -> tuple[list[str], int, bool]:
             obj = loads(line)
         except orjson.JSONDecodeError:
             continue
-        if each is not None:
+        if start is not None:
             if at > start:
                 each(texts(obj))
-            elif at == start:
-                compacted = True
-            continue
-        if is_boundary(obj):
+            compacted = compacted or at == start
+        elif is_boundary(obj):
             shown, compacted = [], True
-            continue
-        shown += texts(obj)
-    return shown, lines, compacted
+        else:
+            shown += texts(obj)
+    each(shown)
+    return lines, compacted
 
 
 def pass_measure(stream, exact: bool = True) -> dict:
@@ -176,8 +175,7 @@ def pass_measure(stream, exact: bool = True) -> dict:
             chars += len(text)
             tokens += len(encode(text)) if exact else len(text) // 4
 
-    shown, lines, compacted = visible_texts(stream, count)
-    count(shown)
+    lines, compacted = visible_texts(stream, count)
     return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines, "compacted": compacted}
 
 
@@ -221,8 +219,7 @@ def pass_cached(stream) -> dict:
                     cache.put(text, n, key)
                 tokens += n
 
-        shown, lines, _ = visible_texts(stream, count)
-        count(shown)
+        lines, _ = visible_texts(stream, count)
     return {"tokens": tokens, "blocks": blocks, "chars": chars, "lines": lines}
 
 

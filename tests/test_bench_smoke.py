@@ -80,7 +80,7 @@ def test_the_real_shape_compacts_where_claude_code_does(tmp_path, corpus, monkey
         boundary, summary = lines[n], lines[n + 1]
         assert boundary["type"] == "system" and boundary["parentUuid"] is None
         assert boundary["compactMetadata"]["trigger"] == "auto" and boundary["compactMetadata"]["preTokens"] >= SUMMARY_POINT
-        main = [o for o in lines[:n] if "uuid" in o and not o.get("isSidechain")]
+        main = [o for o in lines[:n] if o["type"] in ("user", "assistant", "system") and not o.get("isSidechain")]
         assert boundary["logicalParentUuid"] == main[-1]["uuid"]
         assert summary["isCompactSummary"] is True and summary["parentUuid"] == boundary["uuid"]
         assert summary["message"]["content"].startswith("This session is being continued")

@@ -124,8 +124,9 @@ def test_a_long_note_is_cut_as_little_as_fits(fmt):
     of the budget unused)."""
     d = sn.digest(parse(session(fmt, turns=300, output_chars=300)).view().items)
     for budget in (1_500, 3_000, 6_000):
-        cut = sn._trim(d, {}, lambda note: estimate(note) <= 0.9 * budget)
-        before = count(sn._render(d, sn._trim(d, cut, lambda note: count(note) <= budget)))
+        lines = sn._Lines(d)
+        cut = sn._trim(d, {}, lambda note: estimate(note) <= 0.9 * budget, lines)
+        before = count(sn._render(d, sn._trim(d, cut, lambda note: count(note) <= budget, lines), lines))
         note = count(sn.render(d, budget=budget, count=count))
         assert before <= note <= budget and note >= 0.75 * budget
 
@@ -188,7 +189,7 @@ def test_a_cut_note_lists_what_its_cut_keeps():
     names = ["user_messages", "done", "choices", "decisions", "files_read", "files_changed", "commands", "facts",
              "keep_excerpts", "earlier", "attached"]
     for cut in ({}, {name: 1 for name in names}, {name: 2 for name in names}):
-        back = sn.parse(sn._render(d, cut))
+        back = sn.parse(sn._render(d, cut, sn._Lines(d)))
         for name in names:
             listed = getattr(back, name)
             assert (list(listed.items()) if isinstance(listed, dict) else listed) == sn._kept(d, name, cut), name

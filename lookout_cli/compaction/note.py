@@ -432,10 +432,10 @@ def render(d: Digest, budget: int | None = None, count: Callable[[str], int] | N
     return _render(d, _trim(d, cut, lambda note: count(note) <= budget, lines), lines)
 
 
-def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool], lines: _Lines | None = None) -> dict[str, int]:
-    """Cut more of the note's lists, least useful first, until ``fits`` says it fits."""
+def _trim(d: Digest, cut: dict[str, int], fits: Callable[[str], bool], lines: _Lines) -> dict[str, int]:
+    """Cut more of the note's lists, least useful first, until ``fits`` says it fits
+    (``lines``: the digest's lines, formatted once for every cut tried)."""
     cut = dict(cut)
-    lines = lines or _Lines(d)
     # what goes first: the least useful for continuing the work
     order = ["decisions", "done", "findings", "files_read", "commands", "facts", "attached", "earlier",
              "choices", "errors", "keep_excerpts", "files_changed", "user_messages"]
@@ -501,8 +501,8 @@ def _more(name: str, cut: dict[str, int], what: str = "entries") -> list[str]:
 NO_GOAL = "(no request recorded)"
 
 
-def _render(d: Digest, cut: dict[str, int], lines: _Lines | None = None) -> str:
-    kept = (lines or _Lines(d)).kept
+def _render(d: Digest, cut: dict[str, int], lines: _Lines) -> str:
+    kept = lines.kept
     out = [NOTE_TITLE, "", PREAMBLE, ""]
     out += ["## Goal", d.goal or NO_GOAL, ""]
 

@@ -189,10 +189,14 @@ class Adapter:
 
     # ``line_items(record, obj, sink)``: the items of a line worked out from the line alone as
     # it is read, each handed to ``sink``; None when the view must read the line again. A lean
-    # load then parses each line once (``formats.early.EarlyItems``). None: not offered. Its
-    # optional ``shown_from(fd, start, end)`` says from which offset a file's lines can be shown
-    # (before it they are not built: a compacted session's earlier segments).
+    # load then parses each line once (``formats.early.EarlyItems``). None: not offered.
     line_items: Callable[[Record, Any, Callable], list[Item] | None] | None = None
+
+    def shown_from(self, fd: int, start: int, end: int) -> int:
+        """Where the line the conversation is shown from starts in the file open as ``fd``
+        (read from ``start`` to ``end``): the lines before it are neither built as they are read
+        nor counted ahead (a compacted session's earlier segments). 0: any line may be shown."""
+        return 0
 
     def counted_texts(self, obj: Any) -> Iterable[str]:
         """Texts of a parsed line that its view would count, known without the lines around it

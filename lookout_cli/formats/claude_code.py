@@ -62,6 +62,7 @@ from lookout_cli.formats.claude_items import (
     LineItems,
     build_view,
     counted_texts,
+    shown_from,
     text_of_result,
     usage_node,
     usage_view,
@@ -158,6 +159,9 @@ class Adapter(_Base):
 
     def counted_texts(self, obj: Any) -> Iterator[str]:
         return counted_texts(obj)
+
+    def shown_from(self, fd: int, start: int, end: int) -> int:
+        return shown_from(fd, start, end)
 
     usage_needles = (b'"usage"', b'"compact_boundary"')
 

@@ -682,6 +682,13 @@ def _main_boundary(line: bytes) -> bool:
     return type(obj) is dict and is_boundary(obj) and obj.get("isSidechain") is not True
 
 
+def shown_from(fd: int, start: int, end: int) -> int:
+    """``Adapter.shown_from`` for Claude Code: where the line of the session's last compaction
+    starts (0: none), found from the file's end."""
+    found = last_line_holding(fd, b'"compact_boundary"', start, end, _main_boundary)
+    return found or 0
+
+
 class LineItems:
     """``Adapter.line_items`` for Claude Code: the items of a line worked out from the line
     alone as it is read, so that a measure parses each line once. Each item is handed to
@@ -692,14 +699,6 @@ class LineItems:
 
     def __init__(self) -> None:
         self.builder = _Builder(None, "claude-code")
-
-    @staticmethod
-    def shown_from(fd: int, start: int, end: int) -> int:
-        """Where the line of the session's last compaction starts (0: none): the conversation
-        is shown from there, and the lines before it are not worth building as they are read
-        (a long session's earlier segments would be counted for nothing)."""
-        found = last_line_holding(fd, b'"compact_boundary"', start, end, _main_boundary)
-        return found or 0
 
     def __call__(self, record, obj: dict, sink) -> list[Item] | None:
         builder = self.builder

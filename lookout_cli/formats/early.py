@@ -13,14 +13,6 @@ from collections.abc import Callable
 from lookout_cli.formats.view import Item
 
 
-def shown_from(adapter, fd: int, start: int, end: int) -> int:
-    """Where the lines the conversation is shown from start in the file open as ``fd``, read
-    from ``start`` to ``end`` (``line_items.shown_from``: a compacted Claude Code session's
-    last boundary; 0 when all of them may be shown)."""
-    find = getattr(getattr(adapter, "line_items", None), "shown_from", None)
-    return find(fd, start, end) if find is not None else 0
-
-
 class EarlyItems:
     """The items of each line, built (and, for a measure, counted) as the line is read
     (``Adapter.line_items``), so that each line is parsed once; the view takes them by the
@@ -40,13 +32,13 @@ class EarlyItems:
     def start(self, adapter, fd: int, begin: int) -> EarlyItems | None:
         """The format is known: this, when its adapter can say a line's items on its own.
         ``fd`` is the file being read from ``begin`` (not a pipe: its end is looked at first):
-        its lines before the one from which the conversation is shown (``shown_from``) are
-        not built nor counted (the view does not show them)."""
+        its lines before the one from which the conversation is shown (``Adapter.shown_from``)
+        are not built nor counted (the view does not show them)."""
         self.make = getattr(adapter, "line_items", None)
         if self.make is None:
             return None
         with contextlib.suppress(OSError):  # not looked at: every line's items are built
-            self.skip_to = shown_from(adapter, fd, begin, os.fstat(fd).st_size)
+            self.skip_to = adapter.shown_from(fd, begin, os.fstat(fd).st_size)
         return self
 
     def read(self, record, obj) -> None:

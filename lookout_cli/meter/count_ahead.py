@@ -11,7 +11,7 @@ back the counts under the keys the counter keeps counts by (the block cache's, e
 those texts out. The end of the file, not its start: the lines the chain
 shows are the last ones (after the last compaction), and the view reaches them last, when
 their counts are in. A compacted session's lines before its last boundary are not counted
-ahead (``formats.early.shown_from``), nor is a shown part under a quarter of MIN_BYTES (the
+ahead (``Adapter.shown_from``), nor is a shown part under a quarter of MIN_BYTES (the
 view counts it sooner than workers start). A text counted ahead that the view does not show
 costs only its time; the counts are keyed by content, so a file that changes meanwhile gives
 no wrong count.
@@ -111,7 +111,6 @@ class Ahead:
         global _ADAPTER
         from lookout_cli.core.jsonl import Record
         from lookout_cli.formats import Adapter, detect, load_adapter
-        from lookout_cli.formats.early import shown_from
 
         try:
             info = os.fstat(fd)
@@ -130,7 +129,7 @@ class Ahead:
         # what is shown of a compacted session starts at its last boundary: what comes before
         # is not counted, and when what comes after is small, the view counts it on its own
         try:
-            shown = shown_from(adapter, fd, first, info.st_size)
+            shown = adapter.shown_from(fd, first, info.st_size)
         except OSError:
             shown = 0
         start = max(info.st_size - (info.st_size - first) // SHARE, shown)
