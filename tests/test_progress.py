@@ -11,6 +11,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -36,9 +38,11 @@ def big(tmp_path_factory) -> Path:
     return path
 
 
-def _run(args: list[str], cwd: Path, terminal: bool = True, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+def _run(args: list[str], cwd: Path, terminal: bool = True, stdin: bytes | None = None,
+         pause: float = 0.0) -> tuple[int, bytes, bytes]:
     """Run lookout with standard error on a pseudo-terminal (else a pipe) and standard output
-    to a file: (status, standard output, what standard error showed)."""
+    to a file: (status, standard output, what standard error showed). With ``pause``, standard
+    input arrives in 20 parts that far apart, as from a slow disk or a network."""
     out = cwd / "stdout.bin"
     with open(out, "wb") as stdout:
         if not terminal:
@@ -49,14 +53,24 @@ def _run(args: list[str], cwd: Path, terminal: bool = True, stdin: bytes | None 
         proc = subprocess.Popen([*lookout_exe(), *args], stdin=subprocess.PIPE, stdout=stdout, stderr=follower,
                                 cwd=cwd)
     os.close(follower)
-    proc.stdin.write(stdin or b"")
-    proc.stdin.close()
+    threading.Thread(target=_feed, args=(proc.stdin, stdin or b"", pause), daemon=True).start()
     shown = b""
     while chunk := _read(leader):
         shown += chunk
     proc.wait(timeout=300)
     os.close(leader)
     return proc.returncode, out.read_bytes(), re.sub(rb"\x1b\[[0-9;]*m", b"", shown)  # colour aside
+
+
+def _feed(pipe, data: bytes, pause: float) -> None:
+    parts = 20 if pause else 1
+    step = -(-len(data) // parts) or 1
+    for start in range(0, len(data), step):
+        if start:
+            time.sleep(pause)
+        pipe.write(data[start:start + step])
+        pipe.flush()
+    pipe.close()
 
 
 def _read(leader: int) -> bytes:
@@ -140,13 +154,15 @@ def test_ctrl_c_during_progress_gets_a_clean_line(big, tmp_path):
 
 
 def test_compact_shows_progress_and_writes_the_same_transcript(big, tmp_path):
-    args = ["compact", "--force", "-o", "out.jsonl", str(big)]
-    status, _, shown = _run(args, tmp_path)
+    """Read from a pipe that takes two seconds to deliver the session: compact alone is now
+    faster than the delay on a fast machine, so the file would not make it last."""
+    args = ["compact", "--force", "-o", "out.jsonl"]
+    status, _, shown = _run(args, tmp_path, stdin=big.read_bytes(), pause=0.1)
     assert status == 0, shown.decode(errors="replace")
     with_progress = FRESH.sub(b"", (tmp_path / "out.jsonl").read_bytes())
     summary = shown.index(b"compact:")
     assert re.search(rb"lookout: (reading|compacting|counting tokens|summarizing)", shown[:summary]), shown[:2000]
     assert _line_before(shown, b"compact:").strip() == b""
-    status, _, err = _run(args, tmp_path, terminal=False)
+    status, _, err = _run(args, tmp_path, terminal=False, stdin=big.read_bytes())
     assert status == 0 and b"\r" not in err, err
     assert FRESH.sub(b"", (tmp_path / "out.jsonl").read_bytes()) == with_progress
