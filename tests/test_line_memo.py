@@ -6,6 +6,7 @@ other lines (message, turn, a result's tool name, a slash command's kind) is wor
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import shutil
@@ -217,6 +218,116 @@ def test_a_damaged_memo_is_ignored(grown):
     with open(path, "ab") as fh:
         fh.write(b"".join(lines[10:]))
     assert report(path) == fresh(path)
+
+
+@pytest.fixture(scope="module")
+def compacting(tmp_path_factory):
+    """A session in the real shape, which compacts where Claude Code does: three compactions
+    at least, and the line of each."""
+    path = tmp_path_factory.mktemp("compacting") / "session.jsonl"
+    size = 5.0
+    while True:
+        generate(path, "claude-code", size, shape="real")
+        boundaries = [n for n, line in enumerate(lines_of(path)) if b'"subtype":"compact_boundary"' in line
+                      and b'"isSidechain":false' in line and line.startswith(b'{"parentUuid":null')]
+        if len(boundaries) >= 3:
+            return path, boundaries
+        size *= 1.5
+
+
+class Revived:
+    """Counts the nodes a run takes back from the memo."""
+
+    def __init__(self, monkeypatch):
+        from lookout_cli.formats import claude_code
+
+        self.count = 0
+        real = claude_code.revive
+
+        def revive(kept):
+            self.count += 1
+            return real(kept)
+
+        monkeypatch.setattr(claude_code, "revive", revive)
+
+
+def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compaction(compacting, tmp_path,
+                                                                                    monkeypatch):
+    """A run that resumes a grown session takes what the lines before the last compaction it
+    found give from the memo, not their nodes: across a new compaction, from a section
+    appended before it, and after the memo was written anew for another count. Each run
+    measures as from scratch."""
+    source, boundaries = compacting
+    lines = lines_of(source)
+    first, second, third = boundaries[:3]
+    path = tmp_path / "grown.jsonl"
+    cuts = [first + 60, first + 200, second + 30, second + 120, third + 5, len(lines)]
+    path.write_bytes(b"".join(lines[:cuts[0]]))
+    assert report(path) == fresh(path)
+    settled = first
+    for before, cut in itertools.pairwise(cuts):
+        with open(path, "ab") as fh:
+            fh.write(b"".join(lines[before:cut]))
+        revived = Revived(monkeypatch)
+        again = report(path)
+        assert revived.count <= before - settled  # the lines read before, from the last compaction then
+        monkeypatch.undo()
+        assert again == fresh(path)
+        settled = max(b for b in boundaries if b < cut)
+    assert report(path, model="gpt-4") == fresh(path, model="gpt-4")  # counted otherwise: written anew
+    with open(path, "ab") as fh:
+        fh.write(lines[-1])  # (a repeated line: grown all the same)
+    assert report(path) == fresh(path)
+
+
+def _uuid_of(line: bytes) -> str:
+    return orjson.loads(line)["uuid"]
+
+
+def test_a_line_that_follows_one_from_before_the_last_compaction_reads_them_all(compacting, tmp_path):
+    """A rewind to before the last compaction, and lines newer than the leaf the memo knows
+    of only in their time: the lines the memo stood for make another chain, read again."""
+    source, boundaries = compacting
+    lines = lines_of(source)
+    second = boundaries[1]
+    path = tmp_path / "grown.jsonl"
+    path.write_bytes(b"".join(lines[:second + 40]))
+    assert len(report(path)["compactions"]) == 2
+    earlier = next(line for line in reversed(lines[:boundaries[0]])
+                   if b'"type":"assistant"' in line and b'"isSidechain":false' in line)
+    branch = claude_line(99, "user", "Go back to where we were.", None, timestamp="2030-01-01T00:00:00Z")
+    branch = branch.replace(b'"parentUuid": null', b'"parentUuid": "%s"' % _uuid_of(earlier).encode())
+    with open(path, "ab") as fh:
+        fh.write(branch)
+    again = report(path)
+    assert again == fresh(path)
+    assert again["compactions"] == []  # the conversation goes on from before the first compaction
+    # lines after the compaction whose times are older than the line before it: that line is
+    # the newest leaf, and the conversation is the one before the compaction again
+    path.write_bytes(b"".join(lines[:second + 40]))
+    report(path)
+    last = next(line for line in reversed(lines[:second + 40])  # the leaf
+                if orjson.loads(line).get("type") in ("user", "assistant") and not orjson.loads(line)["isSidechain"])
+    stale = claude_line(98, "user", "An old clock.", None, timestamp="2001-01-01T00:00:00Z")
+    stale = stale.replace(b'"parentUuid": null', b'"parentUuid": "%s"' % _uuid_of(last).encode())
+    with open(path, "ab") as fh:
+        fh.write(stale)
+    again = report(path)
+    assert again == fresh(path)
+    assert len(again["compactions"]) == 1
+
+
+@pytest.mark.parametrize("path", [p for p in ALL_INPUTS if b'"compact_boundary"' in p.read_bytes()
+                                  and len(lines_of(p)) > SNIFF_RECORDS], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_compacted_input_grown_line_by_line_measures_as_from_scratch(path, tmp_path):
+    lines = lines_of(path)
+    copy = tmp_path / path.name
+    copy.write_bytes(b"".join(lines[:SNIFF_RECORDS]))
+    report(copy)
+    for line in lines[SNIFF_RECORDS:]:
+        with open(copy, "ab") as fh:
+            fh.write(line)
+        assert report(copy) == fresh(copy)
 
 
 def part_items(figures: dict) -> dict[str, int]:

@@ -176,6 +176,13 @@ class Adapter:
         """A node as values ``marshal`` keeps (``line_memo``); ``revive`` reverses it."""
         return node
 
+    def settled(self, transcript: Transcript) -> tuple[int, Any] | None:
+        """What the lines before some line give the view, once it is built, as values
+        ``marshal`` keeps: (that line's position, the value), or None. A measure that resumes
+        the grown file (``line_memo``) hands the value back as ``memo.settled`` and leaves those
+        lines' nodes out, unless the adapter asks for them (``memo.unsettle()``)."""
+        return None
+
     def revive(self, kept: Any) -> Any:
         return kept
 

@@ -29,6 +29,13 @@ studies of its source [secondary]) is followed where it is known:
   single walk misses sibling lines of the same response. Lines that share a ``message.id`` with
   a response on the path, and tool results answering its calls, are stitched back in when their
   parent is on the path.
+
+A measure that resumes a grown file from its line memo may leave out the nodes of the lines
+before the last compaction it found, and hand ``build_chain`` what those lines gave instead
+(``Settled``: the older segments' usages and compactions). The chain is built from the lines
+after it, and only when that is the chain the whole file gives: none of them names a parent
+it cannot find, no preserved segment, the walk reaches that compaction, and no line before it
+is a newer leaf. Else ``build_chain`` says None and the caller reads those nodes after all.
 """
 
 from __future__ import annotations
@@ -329,6 +336,20 @@ def blocks(obj: dict) -> list | tuple:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else ()
 
 
+class Settled(tuple):
+    """What the lines before line ``at`` (a compaction boundary) give the view: ``usages``,
+    each (line, key, *figures) as ``claude_items`` counts responses, ``compactions``, each
+    (line, before, after, time, trigger), and ``latest``, the time of the newest leaf they
+    offer. A tuple: ``marshal`` keeps it as it is."""
+
+    __slots__ = ()
+
+    at = property(lambda self: self[0])
+    usages = property(lambda self: self[1])
+    compactions = property(lambda self: self[2])
+    latest = property(lambda self: self[3])
+
+
 @dataclass
 class Chain:
     """The live conversation of one transcript, as positions in ``records``."""
@@ -341,6 +362,10 @@ class Chain:
     boundary: int | None = None  # the compact_boundary that starts the live segment
     segments: list[list[int]] = field(default_factory=list)  # oldest first, each in chain order
     boundaries: list[int] = field(default_factory=list)  # reachable boundaries, oldest first
+    # what the lines before the first boundary gave (their segment is empty then), when they
+    # were not read; once the view is built, the same as of the last boundary (line_memo keeps it)
+    settled: Settled | None = None
+    latest: str | None = None  # the newest leaf the lines before the last boundary offer (its time)
 
     def obj(self, pos: int) -> dict:
         return self.records[pos].data or {}
@@ -395,11 +420,17 @@ def _uuid(obj: Any, name: str) -> Any:
     return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
 
 
-def build_chain(records: list[Record]) -> Chain:
+def build_chain(records: list[Record], settled: Settled | None = None) -> Chain | None:
+    """The chain of ``records``; with ``settled``, of the lines from its ``at`` on (the others
+    have no node), None when that is not the chain of every line."""
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
-    objs: list = [r.node if r.node is not None else r.data for r in records]
+    at = settled.at if settled is not None else 0
+    objs: list = [None] * at
+    objs += [r.node if r.node is not None else r.data for r in records[at:]]
     kinds, lines, side = _chain_keys(objs)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
+    if settled is not None and sidechain:
+        return None
     chain = Chain(records, objs, sidechain=sidechain)
     members = lines if all(s == sidechain for s in side) else [i for i, s in zip(lines, side) if s == sidechain]
     del side
@@ -431,20 +462,28 @@ def build_chain(records: list[Record]) -> Chain:
         return found[-1] if isinstance(found, list) else found
 
     overrides, pruned = _preserved_relinks(objs, kinds, lines, members, resolve, latest)
+    if settled is not None and pruned:
+        return None
     # each line's parent, resolved once (by position: a list, not a dict of every line); the
     # live conversation's with the relinks applied
     parents: list[int | None] = [None] * len(objs)
     for i in lines:
         parents[i] = resolve(_uuids(objs[i])[1], i)
+    if settled is not None and any(parents[i] is None and _uuids(objs[i])[1] is not None for i in members):
+        return None  # a parent among the lines not read
     live_parents = parents
     if overrides:
         live_parents = parents.copy()
         for i, parent in overrides.items():
             live_parents[i] = parent
 
-    leaf = _find_leaf(objs, kinds, lines, [i for i in members if i not in pruned], live_parents.__getitem__)
+    leaf, offered = _find_leaf(objs, kinds, lines, [i for i in members if i not in pruned], live_parents.__getitem__)
     if leaf is None:
-        return chain
+        return None if settled is not None else chain
+    if settled is not None and settled.latest is not None:
+        newest = parse_time(objs[leaf].get("timestamp"))
+        if newest is None or newest <= parse_time(settled.latest):
+            return None  # a line not read is the leaf (the first of equal times)
     chain.leaf = leaf
 
     def walk(start: int, live: bool) -> tuple[list[int], int | None]:
@@ -472,8 +511,14 @@ def build_chain(records: list[Record]) -> Chain:
             break
         boundaries.append(boundary)
         live = False
+        if settled is not None and boundary == settled.at:
+            segments.append([])  # the lines before it, not read: ``settled`` says what they give
+            chain.settled = settled
+            break
         start = resolve(_uuid(objs[boundary], "logicalParentUuid"), boundary)
         if start is None:  # the logical parent is missing (#40027): an empty older segment
+            if settled is not None:
+                return None  # or among the lines not read
             segments.append([])
             break
     segments.reverse()
@@ -481,14 +526,20 @@ def build_chain(records: list[Record]) -> Chain:
     chain.segments = segments
     chain.boundaries = boundaries
     chain.boundary = boundaries[-1] if boundaries else None
+    if chain.boundary is not None:
+        stamps = [stamp for i, stamp in offered if i < chain.boundary]
+        if chain.settled is not None and chain.settled.latest is not None:
+            stamps.append(chain.settled.latest)
+        chain.latest = max(stamps, key=parse_time) if stamps else None
     chain.visible = _recover_siblings(objs, kinds, members, segments[-1], chain.boundary, live_parents.__getitem__)
     return chain
 
 
-def _find_leaf(objs, kinds, lines, members, parent_of) -> int | None:
+def _find_leaf(objs, kinds, lines, members, parent_of) -> tuple[int | None, list[tuple[int, str]]]:
     """Claude Code's ``findLatestMessage``: of the conversation lines no other conversation
     line descends from, the one with the newest timestamp (the first of equals); the newest in
-    file order when no timestamp parses."""
+    file order when no timestamp parses. With it, each of those lines whose time parses, and
+    that time's text."""
     above = bytearray(len(objs))  # 1 for the lines with a conversation line below them
     for i in lines:
         if kinds[i] in CONVERSATION_TYPES:
@@ -498,13 +549,17 @@ def _find_leaf(objs, kinds, lines, members, parent_of) -> int | None:
                 pos = parent_of(pos)
     candidates = [i for i in members if kinds[i] in CONVERSATION_TYPES and not above[i]]
     if not candidates:
-        return None
+        return None, []
     best, best_time = None, None
+    offered = []
     for i in candidates:
-        stamp = parse_time(objs[i].get("timestamp"))
-        if stamp is not None and (best_time is None or stamp > best_time):
-            best, best_time = i, stamp
-    return best if best is not None else candidates[-1]
+        text = objs[i].get("timestamp")
+        stamp = parse_time(text)
+        if stamp is not None:
+            offered.append((i, text))
+            if best_time is None or stamp > best_time:
+                best, best_time = i, stamp
+    return (best if best is not None else candidates[-1]), offered
 
 
 def _preserved_relinks(objs, kinds, lines, members, resolve, latest) -> tuple[dict[int, int], set[int]]:

@@ -51,6 +51,7 @@ from lookout_cli.formats.claude_chain import (
     MOVED_FIELD,
     Chain,
     RecentUuids,
+    Settled,
     build_chain,
     node_of,
     plain,
@@ -152,7 +153,12 @@ class Adapter(_Base):
         return plain(node)
 
     def chain(self, transcript: Transcript) -> Chain:
-        return transcript.kept("chain", lambda: build_chain(transcript.records))
+        return transcript.kept("chain", lambda: _chain_of(transcript))
+
+    def settled(self, transcript: Transcript) -> tuple[int, Any] | None:
+        transcript.view()  # what the lines before the last boundary give is known once it is built
+        settled = self.chain(transcript).settled
+        return (settled.at, tuple(settled)) if settled is not None else None  # marshal keeps no subclass
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo, transcript.early)
@@ -431,6 +437,20 @@ class Adapter(_Base):
 
 
 # --- helpers -------------------------------------------------------------------------------
+def _chain_of(transcript: Transcript) -> Chain:
+    """The chain, from the lines after the last compaction a measure found before when its
+    line memo says what the lines before it give (``Settled``) and that holds; else from
+    every line (their nodes are read then)."""
+    memo = transcript.memo
+    settled = memo.settled if memo is not None else None
+    if settled is not None:
+        chain = build_chain(transcript.records, Settled(settled))
+        if chain is not None:
+            return chain
+        memo.unsettle()
+    return build_chain(transcript.records)
+
+
 def _get(obj: Any, path: tuple) -> Any:
     for step in path:
         try:

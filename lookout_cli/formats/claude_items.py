@@ -35,6 +35,7 @@ from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
 from lookout_cli.formats.claude_chain import (
     MOVED_KIND,
     Chain,
+    Settled,
     is_boundary,
     is_map,
     line_type,
@@ -511,16 +512,29 @@ class _Builder:
 
     # --- usage ----------------------------------------------------------------------------
     def usages_and_compactions(self) -> None:
-        chain = self.chain
+        """The usages and compactions along the chain; then ``chain.settled`` says what the
+        lines before its last boundary gave (for the line memo)."""
+        chain, records, compactions = self.chain, self.chain.records, self.view.compactions
         responses = _Responses(self.view.usages)
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
+        settled = chain.settled
+        if settled is not None:  # the lines before its boundary were not read: what they gave
+            for pos, *figures in settled.usages:
+                responses.add(records[pos], _Response(figures), pos)
+            compactions += [Compaction(records[pos], *rest) for pos, *rest in settled.compactions]
+        last = len(chain.boundaries) - 1
         for n, segment in enumerate(segments):
             for pos in segment:
-                responses.add(chain.records[pos], _figures(chain.node(pos)), pos)
+                responses.add(records[pos], _figures(chain.node(pos)), pos)
+            if n > last:
+                break
             responses.next_segment()
-            if n < len(chain.boundaries):
-                at = chain.boundaries[n]
-                self.view.compactions.append(_compaction(chain.records[at], chain.node(at)))
+            at = chain.boundaries[n]
+            if n == last and min(chain.visible, default=at) >= at:  # (no line before it relinked into view)
+                chain.settled = Settled((at, tuple(responses.counted), tuple(
+                    (c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in compactions),
+                    chain.latest))
+            compactions.append(_compaction(records[at], chain.node(at)))
 
 
 class _Responses:
@@ -532,6 +546,8 @@ class _Responses:
         self.usages = usages
         self.seen_before: set[str] = set()  # response ids of older segments
         self.current: dict[str, int] = {}  # response id -> its place in ``usages``
+        self.figures: dict[str, tuple] = {}  # response id -> (line, key, *figures) counted for it
+        self.counted: list[tuple] = []  # those of the older segments, in order (``Settled.usages``)
 
     def add(self, record, figures: _Response | None, pos: int) -> Usage | None:
         """Count the response of line ``pos`` (its ``_figures``; None: it records none)."""
@@ -546,11 +562,13 @@ class _Responses:
         else:
             self.current[key] = len(self.usages)
             self.usages.append(usage)
+        self.figures[key] = (pos, *figures)
         return usage
 
     def next_segment(self) -> None:
         self.seen_before.update(self.current)
-        self.current = {}
+        self.counted += self.figures.values()  # in the order of ``usages``: both keep a key where it came first
+        self.current, self.figures = {}, {}
 
 
 class _Response(tuple):
@@ -634,6 +652,8 @@ def chain_model(chain: Chain) -> str | None:
             figures = _figures(chain.node(pos))
             if figures is not None and figures[6]:
                 return figures[6]
+    if chain.settled is not None:  # (line, key, *figures) of the lines not read
+        return next((entry[7] for entry in reversed(chain.settled.usages) if entry[7]), None)
     return None
 
 

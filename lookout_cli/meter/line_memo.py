@@ -16,10 +16,17 @@ A known model-visible line gives its items again without being parsed or counted
 item takes from the lines around it is worked out anew by the adapter (its message and turn
 numbers, a result's tool name). A line whose items depend on the next line is not kept.
 
+A session compacts again and again, and what the lines before its last compaction give the
+view does not change as it grows: the memo keeps that too (``Adapter.settled``: for Claude
+Code, the older segments' usages and compactions), and a run that resumes the file leaves
+those lines' nodes unread and hands the adapter the value instead (``settled``), unless the
+adapter finds it does not hold and asks for them (``unsettle``).
+
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
 values headed by their sha256). A run that resumed the file appends a section with only what
-it added: the new lines (where they start, their digests and nodes) and the items built anew,
-by line (a prompt's run writes kilobytes, not the whole memo again). Any other run, or one
+it added: the new lines (where they start, their digests and nodes), the settled value when
+it moved to a later compaction, and the items built anew, by line (a prompt's run writes
+kilobytes, not the whole memo again). Any other run, or one
 that finds MAX_SECTIONS sections or more appended than the first holds, writes the file anew
 as one section, replaced atomically. Sections must follow one another (each starts at the
 line the one before ends at, with the same key and counting); reading stops at the first
@@ -50,7 +57,7 @@ from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 7  # the file's layout, what a kept node and a packed item look like (7: sections)
+VERSION = 8  # the file's layout, what a kept node and a packed item look like (8: settled)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
@@ -67,11 +74,13 @@ def memo_path(path: str | os.PathLike, key: str) -> Path:
 
 
 class _Part:
-    """One section of the memo read: its header, tables, and its values past them (nodes, then
-    items, each a list of chunks ended by None), loaded only when asked for."""
+    """One section of the memo read: its header, tables, the settled value if it has one (not
+    loaded), and its values past them (nodes, then items, each a list of chunks ended by None),
+    loaded only when asked for."""
 
     def __init__(self, header: dict, starts: bytes, digests: bytes, rest: Iterator[memoryview]) -> None:
         self.header, self.starts, self.digests, self.rest = header, starts, digests, rest
+        self.settled = next(rest, None) if header.get("settled") is not None else None
         self.nodes: list | None = None
 
     def _list(self, load: bool = True) -> list:
@@ -87,6 +96,25 @@ class _Part:
         if self.nodes is None:
             self.nodes = self._list()
         return self.nodes
+
+    def nodes_from(self, at: int, unread: list[tuple[int, memoryview]]) -> list:
+        """The nodes, None for the lines before line ``at``: the chunks of only such lines are
+        not loaded but added to ``unread`` with their first line."""
+        first, end = self.header["first"], self.header["end"]
+        out: list = []
+        for start, raw in zip(range(first, end, CHUNK), self.rest):  # as ``LineMemo.save`` cuts them
+            stop = min(start + CHUNK, end)
+            if stop <= at:
+                unread.append((start, raw))
+                out += itertools.repeat(None, stop - start)
+            else:
+                chunk = marshal.loads(raw)
+                chunk[:max(0, at - start)] = itertools.repeat(None, max(0, at - start))
+                out += chunk
+        if next(self.rest, None) != _END:
+            raise ValueError("a list of chunks not ended")
+        self.nodes = out
+        return out
 
     def items(self) -> list:
         """(line, packed items) pairs, past the nodes (not loaded when not read yet)."""
@@ -120,6 +148,13 @@ class LineMemo:
         self._count: tuple | None = None
         self._items: dict[Any, list[tuple]] | None = None  # line (resumed) or digest -> packed items
         self._nodes: dict[bytes, Any] | None = None  # digest -> kept node, for a rewritten file
+        # resumed: what the lines before ``_settled_at`` give the adapter (``Adapter.settled``),
+        # their nodes left unread (the chunks, with their first line), and every record
+        self.settled: Any = None
+        self._settled_at = 0
+        self._unread: list[tuple[int, memoryview]] = []
+        self._records: list[LeanRecord] = []
+        self._adapter = None
         read = sealed_sections(memo_path(self.path, self.key))
         self._parts: list[_Part] = []
         try:
@@ -189,19 +224,29 @@ class LineMemo:
             return None
         index = LineIndex(handle.fileno(), starts=starts)
         try:
-            nodes = [kept for part in self._parts for kept in part.read_nodes()]
+            # what the lines before the newest settled line give, instead of their nodes
+            settled = next((part for part in reversed(self._parts) if part.settled is not None), None)
+            at = settled.header["settled"] if settled is not None else 0
+            if not 0 < at < count:
+                at, settled = 0, None
+            self._unread = []
+            nodes = [kept for part in self._parts for kept in part.nodes_from(at, self._unread)]
             if len(nodes) != count:
                 raise ValueError("not a node a line")
             records = list(map(LeanRecord, range(1, count + 1), itertools.repeat(index), itertools.repeat(None)))
+            self._records = records
             revive = adapter.revive
-            for record, kept in zip(records, nodes):
+            for record, kept in zip(records[at:], nodes[at:]):
                 if kept is not None:
                     record.node = revive(kept)
+            self.settled = marshal.loads(settled.settled) if settled is not None else None
+            self._settled_at = at
             items = {pos: packed for part in self._parts for pos, packed in part.items()}
         except (ValueError, EOFError, TypeError, IndexError, KeyError):  # not what this lookout keeps
-            self._old, self._parts = None, []
+            self._old, self._parts, self._unread, self.settled = None, [], [], None
             return None
         self._items = items
+        self._adapter = adapter
         self._first, self._resumed = count, True
         self._resumed_as_counted = old["format"] == adapter.name
         self._old_digests = b"".join(part.digests for part in self._parts)
@@ -211,6 +256,15 @@ class LineMemo:
         if os.fstat(handle.fileno()).st_size - state.offset <= FEW_BYTES:
             tokenizer.count_few()  # what is left to count is what was appended: a prompt's worth
         return records, index
+
+    def unsettle(self) -> None:
+        """The adapter needs the nodes of the lines ``settled`` stands for after all: read them."""
+        revive, records = self._adapter.revive, self._records
+        for start, raw in self._unread:
+            for record, kept in zip(records[start:], marshal.loads(raw)):
+                if kept is not None:
+                    record.node = revive(kept)
+        self._unread, self.settled, self._settled_at = [], None, 0
 
     def note(self, record: LeanRecord) -> None:
         """Take the digest of a line as it is read (before its bytes are let go)."""
@@ -256,6 +310,8 @@ class LineMemo:
         if not (self._old and tuple(self._old["count"]) == self._count):
             self._items = {}
             self._resumed_as_counted = False  # the items it holds are counted otherwise: written anew
+        if self._unread and not (self._resumed_as_counted and self._after is not None):
+            self.unsettle()  # the memo is written anew: with every line's node
 
     def items(self, pos: int) -> list[tuple] | None:
         """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""
@@ -311,15 +367,21 @@ class LineMemo:
             return  # nothing new to remember
         lines = kept()
         chunk = list(itertools.islice(lines, CHUNK))
+        settled = transcript.adapter.settled(transcript)
+        if settled is not None and not (0 < settled[0] < complete and (not append or settled[0] != self._settled_at)):
+            settled = None  # (an appended section need not say it again)
         try:
             state = measure_state.state_of(transcript.spool, self.path, self.key, index.starts[complete])
             header = {"key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
-                      "state": state.__dict__, "count": self._count, "first": first, "end": complete}
+                      "state": state.__dict__, "count": self._count, "first": first, "end": complete,
+                      "settled": settled[0] if settled is not None else None}
             new = memoryview(self.digests)[:(complete - self._first) * DIGEST_BYTES]
             with section_writer(memo_path(self.path, self.key), self._after if append else None) as put:
                 put(header)
                 put(memoryview(index.starts)[first + append:complete + 1])  # tables: written as they are
                 put(new if first == self._first else self._old_digests + new)
+                if settled is not None:
+                    put(settled[1])
                 for at in range(first, complete, CHUNK):
                     chunk_of = records[at:min(at + CHUNK, complete)]
                     put([plain(r.node) for r in chunk_of])
