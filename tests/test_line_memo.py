@@ -280,41 +280,43 @@ def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compacti
     assert report(path) == fresh(path)
 
 
-def _uuid_of(line: bytes) -> str:
-    return orjson.loads(line)["uuid"]
+def _last_message(lines: list[bytes], *kinds: str) -> str:
+    """The uuid of the last main-chain line of one of these types."""
+    objs = (orjson.loads(line) for line in reversed(lines))
+    return next(obj["uuid"] for obj in objs if obj.get("type") in kinds and not obj.get("isSidechain"))
+
+
+def _grown_by_a_prompt(path, lines: list[bytes], parent: str, timestamp: str) -> dict:
+    """``path`` as ``lines``, measured, then grown by a prompt after line ``parent`` written
+    at ``timestamp``: its report, as from scratch."""
+    path.write_bytes(b"".join(lines))
+    report(path)
+    prompt = orjson.loads(claude_line(99, "user", "Go on from here.", None, timestamp=timestamp))
+    with open(path, "ab") as fh:
+        fh.write(orjson.dumps({**prompt, "parentUuid": parent}) + b"\n")
+    again = report(path)
+    assert again == fresh(path)
+    return again
 
 
 def test_a_line_that_follows_one_from_before_the_last_compaction_reads_them_all(compacting, tmp_path):
     """A rewind to before the last compaction, and lines newer than the leaf the memo knows
     of only in their time: the lines the memo stood for make another chain, read again."""
     source, boundaries = compacting
-    lines = lines_of(source)
-    second = boundaries[1]
+    lines = lines_of(source)[:boundaries[1] + 40]
     path = tmp_path / "grown.jsonl"
-    path.write_bytes(b"".join(lines[:second + 40]))
-    assert len(report(path)["compactions"]) == 2
-    earlier = next(line for line in reversed(lines[:boundaries[0]])
-                   if b'"type":"assistant"' in line and b'"isSidechain":false' in line)
-    branch = claude_line(99, "user", "Go back to where we were.", None, timestamp="2030-01-01T00:00:00Z")
-    branch = branch.replace(b'"parentUuid": null', b'"parentUuid": "%s"' % _uuid_of(earlier).encode())
-    with open(path, "ab") as fh:
-        fh.write(branch)
-    again = report(path)
-    assert again == fresh(path)
-    assert again["compactions"] == []  # the conversation goes on from before the first compaction
-    # lines after the compaction whose times are older than the line before it: that line is
-    # the newest leaf, and the conversation is the one before the compaction again
-    path.write_bytes(b"".join(lines[:second + 40]))
-    report(path)
-    last = next(line for line in reversed(lines[:second + 40])  # the leaf
-                if orjson.loads(line).get("type") in ("user", "assistant") and not orjson.loads(line)["isSidechain"])
-    stale = claude_line(98, "user", "An old clock.", None, timestamp="2001-01-01T00:00:00Z")
-    stale = stale.replace(b'"parentUuid": null', b'"parentUuid": "%s"' % _uuid_of(last).encode())
-    with open(path, "ab") as fh:
-        fh.write(stale)
-    again = report(path)
-    assert again == fresh(path)
-    assert len(again["compactions"]) == 1
+    assert len(fresh_of(path, lines)["compactions"]) == 2
+    before_both = _last_message(lines[:boundaries[0]], "assistant")
+    assert _grown_by_a_prompt(path, lines, before_both, "2030-01-01T00:00:00Z")["compactions"] == []
+    # after the leaf, but older than the line before the compaction: that line is the newest
+    # leaf, and the conversation the one before the compaction again
+    leaf = _last_message(lines, "user", "assistant")
+    assert len(_grown_by_a_prompt(path, lines, leaf, "2001-01-01T00:00:00Z")["compactions"]) == 1
+
+
+def fresh_of(path, lines: list[bytes]) -> dict:
+    path.write_bytes(b"".join(lines))
+    return fresh(path)
 
 
 @pytest.mark.parametrize("path", [p for p in ALL_INPUTS if b'"compact_boundary"' in p.read_bytes()
