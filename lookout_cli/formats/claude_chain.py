@@ -362,10 +362,11 @@ class Chain:
     boundary: int | None = None  # the compact_boundary that starts the live segment
     segments: list[list[int]] = field(default_factory=list)  # oldest first, each in chain order
     boundaries: list[int] = field(default_factory=list)  # reachable boundaries, oldest first
-    # what the lines before the first boundary gave (their segment is empty then), when they
-    # were not read; once the view is built, the same as of the last boundary (line_memo keeps it)
-    settled: Settled | None = None
+    settled: Settled | None = None  # what the lines before the first boundary gave, not read
     latest: str | None = None  # the newest leaf the lines before the last boundary offer (its time)
+    # once the view is built: its last boundary, the keys of the usages before it (in the view's
+    # order) and ``latest``, for ``claude_items.settled`` (what the line memo keeps)
+    settle: tuple | None = None
 
     def obj(self, pos: int) -> dict:
         return self.records[pos].data or {}

@@ -63,6 +63,7 @@ from lookout_cli.formats.claude_items import (
     LineItems,
     build_view,
     counted_texts,
+    settled,
     shown_from,
     text_of_result,
     usage_node,
@@ -156,9 +157,8 @@ class Adapter(_Base):
         return transcript.kept("chain", lambda: _chain_of(transcript))
 
     def settled(self, transcript: Transcript) -> tuple[int, Any] | None:
-        transcript.view()  # what the lines before the last boundary give is known once it is built
-        settled = self.chain(transcript).settled
-        return (settled.at, tuple(settled)) if settled is not None else None  # marshal keeps no subclass
+        found = settled(self.chain(transcript), transcript.view())
+        return (found.at, tuple(found)) if found is not None else None  # marshal keeps no subclass
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo, transcript.early)

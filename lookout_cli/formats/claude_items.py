@@ -512,8 +512,7 @@ class _Builder:
 
     # --- usage ----------------------------------------------------------------------------
     def usages_and_compactions(self) -> None:
-        """The usages and compactions along the chain; then ``chain.settled`` says what the
-        lines before its last boundary gave (for the line memo)."""
+        """The usages and compactions along the chain, and ``chain.settle``."""
         chain, records, compactions = self.chain, self.chain.records, self.view.compactions
         responses = _Responses(self.view.usages)
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
@@ -531,9 +530,7 @@ class _Builder:
             responses.next_segment()
             at = chain.boundaries[n]
             if n == last and min(chain.visible, default=at) >= at:  # (no line before it relinked into view)
-                chain.settled = Settled((at, tuple(responses.counted), tuple(
-                    (c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in compactions),
-                    chain.latest))
+                chain.settle = (at, responses.keys, chain.latest)
             compactions.append(_compaction(records[at], chain.node(at)))
 
 
@@ -546,8 +543,7 @@ class _Responses:
         self.usages = usages
         self.seen_before: set[str] = set()  # response ids of older segments
         self.current: dict[str, int] = {}  # response id -> its place in ``usages``
-        self.figures: dict[str, tuple] = {}  # response id -> (line, key, *figures) counted for it
-        self.counted: list[tuple] = []  # those of the older segments, in order (``Settled.usages``)
+        self.keys: list[str] = []  # the ids of the usages of older segments, in order
 
     def add(self, record, figures: _Response | None, pos: int) -> Usage | None:
         """Count the response of line ``pos`` (its ``_figures``; None: it records none)."""
@@ -562,13 +558,12 @@ class _Responses:
         else:
             self.current[key] = len(self.usages)
             self.usages.append(usage)
-        self.figures[key] = (pos, *figures)
         return usage
 
     def next_segment(self) -> None:
         self.seen_before.update(self.current)
-        self.counted += self.figures.values()  # in the order of ``usages``: both keep a key where it came first
-        self.current, self.figures = {}, {}
+        self.keys += self.current  # in the order of ``usages``
+        self.current = {}
 
 
 class _Response(tuple):
@@ -684,6 +679,19 @@ def _compaction(record, obj: dict) -> Compaction:
         timestamp=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
         trigger=trigger,
     )
+
+
+def settled(chain: Chain, view: View) -> Settled | None:
+    """What the lines before the chain's last boundary give ``view`` (built from the chain),
+    from ``chain.settle``: the usages and compactions it counted before that boundary."""
+    if chain.settle is None:
+        return None
+    at, keys, latest = chain.settle
+    usages = tuple((u.record.lineno - 1, key, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h,
+                    u.model, u.timestamp) for u, key in zip(view.usages, keys))
+    compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger)
+                        for c in view.compactions[:-1])  # the last is the boundary's own
+    return Settled((at, usages, compactions, latest))
 
 
 def build_view(chain: Chain, fmt: str, sink=None, memo=None, early=None) -> View:
