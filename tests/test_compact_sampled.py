@@ -100,11 +100,13 @@ def test_compact_prices_the_summarized_turns_and_gives_the_same_result(fmt, big,
     summarized = [s for s in report["stages"] if s["stage"] == "summarize"][0]
     # (a last turn over twice preserve_recent_tokens is split inside too: "… and N step(s) of the current one")
     assert re.search(r"earlier turn\(s\)( and \d+ step\(s\) of the current one)?, about ", summarized["detail"])
-    # the same kept turns, a note within a percent (its budget follows the calibration, which
-    # compares the provider's count with lookout's); the figures after are measure's own count
+    # the same kept turns, a note of about the same size: its budget follows the calibration,
+    # which compares the provider's count with lookout's, and it is made of whole messages, so a
+    # budget a fraction of a percent apart can take one message more (217 of 6,150 tokens once,
+    # when the repository, which is the sessions' text, changed); the figures after are measure's
     kept, full_kept = summarized["items"][0], [s for s in full["stages"] if s["stage"] == "summarize"][0]["items"][0]
     assert kept["kept_from_line"] == full_kept["kept_from_line"] and kept["kept_tokens"] == full_kept["kept_tokens"]
-    assert abs(kept["note_tokens"] / full_kept["note_tokens"] - 1) < 0.01
+    assert abs(kept["note_tokens"] / full_kept["note_tokens"] - 1) < 0.05
     assert abs(report["tokens"]["after"] / full["tokens"]["after"] - 1) < 0.01
     measured = run_lookout("measure", "--json", "--isolated", "--budget", "100000", input=out, env=env)
     assert json.loads(measured.stdout)["used"]["tokens"] == report["tokens"]["after"]

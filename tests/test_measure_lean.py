@@ -232,6 +232,43 @@ def test_a_compaction_keeps_parsed_only_the_lines_it_changed(fmt, session_of, tm
     assert [r.lineno for r in lean if not r.edited and isinstance(r._obj, (dict, list))] == []
 
 
+def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary_as_they_were(tmp_path,
+                                                                                            monkeypatch):
+    """Once compact has written its boundary, the view it measures again is built from the
+    lines after the boundary that was live (``Transcript.settled``): the same usages,
+    compactions and items as a view built from every line."""
+    from lookout_cli.compaction.engine import Options, compact_transcript
+    from lookout_cli.core.saved import SavedStore
+    from lookout_cli.formats import claude_code
+
+    path = tmp_path / "session.jsonl"
+    generate(path, "claude-code", 4, shape="real")
+    assert path.read_bytes().count(b'"subtype":"compact_boundary"') >= 2
+    built = []
+    real = claude_code.build_chain
+    monkeypatch.setattr(claude_code, "build_chain", lambda records, settled=None: built.append(
+        settled and settled.at) or real(records, settled))
+    transcript = Run("compact", file=str(path), isolated=True).load()
+    assert compact_transcript(transcript, Options(force=True), SavedStore(tmp_path / "saved")).changed
+    before_last = built[0] is None and built[-1]
+    assert before_last, built  # from every line, then from the boundary that was live on
+    view = transcript.view()
+    transcript.settled = None
+    transcript.invalidate()
+    whole = transcript.view()
+
+    def usages(v):
+        return [(u.record.lineno, u.input, u.cache_write, u.cache_read, u.output, u.model, u.timestamp)
+                for u in v.usages]
+
+    assert built[-1] is None  # (the whole view)
+    assert usages(view) == usages(whole) and len(whole.usages) > 100
+    assert [(c.record.lineno, c.before, c.after) for c in view.compactions] == \
+        [(c.record.lineno, c.before, c.after) for c in whole.compactions]
+    assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
+        [(i.kind, i.text, i.record.lineno) for i in whole.items]
+
+
 def test_a_lean_record_renumbered_still_reads_its_own_line(tmp_path):
     """compact numbers the lines anew when it adds one; a lean record must still read its own."""
     path = tmp_path / "t.jsonl"

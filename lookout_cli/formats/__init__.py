@@ -90,6 +90,9 @@ class Transcript:
         self.sink: Callable[[View, Item], None] | None = None
         self.memo = None  # line_memo.LineMemo: what a lean measure of this file learned before
         self.early = None  # early.EarlyItems: the items each line gave as it was read
+        # what the lines before some line give the view (``Adapter.settled``), set by an edit
+        # that changes none of them, for the views built after it
+        self.settled = None
 
     @property
     def format(self) -> str | None:

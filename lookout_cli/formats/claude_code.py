@@ -323,6 +323,10 @@ class Adapter(_Base):
         first_kept = visible.index(request[0]) if request else start
         if self._already(chain, visible, first_kept, text):
             return []
+        # the lines before the live boundary stay as they are (this moves and adds lines after
+        # it): the view built next takes what they give instead of reading them all again
+        found = settled(chain, transcript.view())
+        transcript.settled = tuple(found) if found is not None else None
         env = _envelope(chain)
         leaf = chain.obj(chain.leaf)
         stamp = fresh_stamp(transcript.records)
@@ -438,16 +442,18 @@ class Adapter(_Base):
 
 # --- helpers -------------------------------------------------------------------------------
 def _chain_of(transcript: Transcript) -> Chain:
-    """The chain, from the lines after the last compaction a measure found before when its
-    line memo says what the lines before it give (``Settled``) and that holds; else from
-    every line (their nodes are read then)."""
+    """The chain, from the lines after a compaction when what the lines before it give is
+    known (``Settled``: from a measure's line memo, or kept by ``compact`` for the views after
+    it) and that holds; else from every line (a memo's nodes are read then)."""
     memo = transcript.memo
-    settled = memo.settled if memo is not None else None
-    if settled is not None:
-        chain = build_chain(transcript.records, Settled(settled))
+    found = memo.settled if memo is not None and memo.settled is not None else transcript.settled
+    if found is not None:
+        chain = build_chain(transcript.records, Settled(found))
         if chain is not None:
             return chain
-        memo.unsettle()
+        if memo is not None and memo.settled is not None:
+            memo.unsettle()
+        transcript.settled = None
     return build_chain(transcript.records)
 
 
