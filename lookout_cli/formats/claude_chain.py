@@ -336,18 +336,16 @@ def blocks(obj: dict) -> list | tuple:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else ()
 
 
-class Settled(tuple):
-    """What the lines before line ``at`` (a compaction boundary) give the view: ``usages``,
-    each (line, key, *figures) as ``claude_items`` counts responses, ``compactions``, each
-    (line, before, after, time, trigger), and ``latest``, the time of the newest leaf they
-    offer. A tuple: ``marshal`` keeps it as it is."""
+class Settled:
+    """What the lines before line ``at`` (a compaction boundary) give the view: the ``usages``
+    of the older segments as ``claude_items`` counts responses, with the ``keys`` they are
+    counted by, and the ``compactions``, each as the view holds it; and ``latest``, the time of
+    the newest leaf those lines offer."""
 
-    __slots__ = ()
+    __slots__ = ("at", "compactions", "keys", "latest", "usages")
 
-    at = property(lambda self: self[0])
-    usages = property(lambda self: self[1])
-    compactions = property(lambda self: self[2])
-    latest = property(lambda self: self[3])
+    def __init__(self, at: int, usages: list, keys: list, compactions: list, latest: str | None) -> None:
+        self.at, self.usages, self.keys, self.compactions, self.latest = at, usages, keys, compactions, latest
 
 
 @dataclass
@@ -426,8 +424,9 @@ def build_chain(records: list[Record], settled: Settled | None = None) -> Chain 
     have no node), None when that is not the chain of every line."""
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
     at = settled.at if settled is not None else 0
-    objs: list = [None] * at
-    objs += [r.node if r.node is not None else r.data for r in records[at:]]
+    objs: list = [r.node if r.node is not None else r.data for r in (records[at:] if at else records)]
+    if at:
+        objs = [None] * at + objs
     kinds, lines, side = _chain_keys(objs)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     if settled is not None and sidechain:

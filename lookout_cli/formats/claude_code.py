@@ -51,7 +51,6 @@ from lookout_cli.formats.claude_chain import (
     MOVED_FIELD,
     Chain,
     RecentUuids,
-    Settled,
     build_chain,
     node_of,
     plain,
@@ -64,6 +63,8 @@ from lookout_cli.formats.claude_items import (
     build_view,
     counted_texts,
     settled,
+    settled_from,
+    settled_plain,
     shown_from,
     text_of_result,
     usage_node,
@@ -158,7 +159,7 @@ class Adapter(_Base):
 
     def settled(self, transcript: Transcript) -> tuple[int, Any] | None:
         found = settled(self.chain(transcript), transcript.view())
-        return (found.at, tuple(found)) if found is not None else None  # marshal keeps no subclass
+        return (found.at, settled_plain(found)) if found is not None else None
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo, transcript.early)
@@ -325,8 +326,7 @@ class Adapter(_Base):
             return []
         # the lines before the live boundary stay as they are (this moves and adds lines after
         # it): the view built next takes what they give instead of reading them all again
-        found = settled(chain, transcript.view())
-        transcript.settled = tuple(found) if found is not None else None
+        transcript.settled = settled(chain, transcript.view())
         env = _envelope(chain)
         leaf = chain.obj(chain.leaf)
         stamp = fresh_stamp(transcript.records)
@@ -446,12 +446,13 @@ def _chain_of(transcript: Transcript) -> Chain:
     known (``Settled``: from a measure's line memo, or kept by ``compact`` for the views after
     it) and that holds; else from every line (a memo's nodes are read then)."""
     memo = transcript.memo
-    found = memo.settled if memo is not None and memo.settled is not None else transcript.settled
+    from_memo = memo is not None and memo.settled is not None
+    found = settled_from(memo.settled, transcript.records) if from_memo else transcript.settled
     if found is not None:
-        chain = build_chain(transcript.records, Settled(found))
+        chain = build_chain(transcript.records, found)
         if chain is not None:
             return chain
-        if memo is not None and memo.settled is not None:
+        if from_memo:
             memo.unsettle()
         transcript.settled = None
     return build_chain(transcript.records)

@@ -518,9 +518,10 @@ class _Builder:
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         settled = chain.settled
         if settled is not None:  # the lines before its boundary were not read: what they gave
-            for pos, *figures in settled.usages:
-                responses.add(records[pos], _Response(figures), pos)
-            compactions += [Compaction(records[pos], *rest) for pos, *rest in settled.compactions]
+            responses.usages += settled.usages
+            responses.seen_before.update(settled.keys)
+            responses.keys += settled.keys
+            compactions += settled.compactions
         last = len(chain.boundaries) - 1
         for n, segment in enumerate(segments):
             for pos in segment:
@@ -647,8 +648,8 @@ def chain_model(chain: Chain) -> str | None:
             figures = _figures(chain.node(pos))
             if figures is not None and figures[6]:
                 return figures[6]
-    if chain.settled is not None:  # (line, key, *figures) of the lines not read
-        return next((entry[7] for entry in reversed(chain.settled.usages) if entry[7]), None)
+    if chain.settled is not None:  # of the lines not read
+        return next((usage.model for usage in reversed(chain.settled.usages) if usage.model), None)
     return None
 
 
@@ -682,16 +683,26 @@ def _compaction(record, obj: dict) -> Compaction:
 
 
 def settled(chain: Chain, view: View) -> Settled | None:
-    """What the lines before the chain's last boundary give ``view`` (built from the chain),
-    from ``chain.settle``: the usages and compactions it counted before that boundary."""
+    """What the lines before the chain's last boundary give ``view`` (built from the chain):
+    the usages and compactions it counted before that boundary (``chain.settle``)."""
     if chain.settle is None:
         return None
     at, keys, latest = chain.settle
+    return Settled(at, view.usages[:len(keys)], keys, view.compactions[:-1], latest)  # the last: the boundary's own
+
+
+def settled_plain(found: Settled) -> tuple:
+    """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it."""
     usages = tuple((u.record.lineno - 1, key, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h,
-                    u.model, u.timestamp) for u, key in zip(view.usages, keys))
-    compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger)
-                        for c in view.compactions[:-1])  # the last is the boundary's own
-    return Settled((at, usages, compactions, latest))
+                    u.model, u.timestamp) for u, key in zip(found.usages, found.keys))
+    compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
+    return found.at, usages, compactions, found.latest
+
+
+def settled_from(kept: tuple, records: list) -> Settled:
+    at, usages, compactions, latest = kept
+    return Settled(at, [Usage(records[pos], *figures) for pos, _, *figures in usages], [u[1] for u in usages],
+                   [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
 def build_view(chain: Chain, fmt: str, sink=None, memo=None, early=None) -> View:
