@@ -280,6 +280,29 @@ def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compacti
     assert report(path) == fresh(path)
 
 
+def test_the_nodes_a_resumed_run_left_unread_are_all_read_when_asked_for(compacting, tmp_path):
+    """``unsettle`` gives every line before the settled one the node a cold run keeps, the
+    lines of the chunk that holds the settled line too (none is parsed again)."""
+    from lookout_cli.formats import load_adapter
+
+    source, boundaries = compacting
+    lines = lines_of(source)
+    path = tmp_path / "grown.jsonl"
+    path.write_bytes(b"".join(lines[:boundaries[2] + 30]))
+    report(path)
+    expected = [r.node for r in Run("measure", file=str(path), isolated=True).load().records]
+    adapter = load_adapter("claude-code")
+    memo = line_memo.LineMemo(str(path), None, lambda model: ("o200k_base", True))
+    with open(path, "rb") as handle:
+        records, _ = memo.resume(handle, adapter)
+    at = boundaries[2]
+    assert memo.settled is not None and memo.settled[0] == at and at % line_memo.CHUNK
+    assert all(r.node is None for r in records[:at]) and records[at].node is not None
+    memo.unsettle()
+    assert memo.settled is None
+    assert [adapter.plain(r.node) for r in records] == [adapter.plain(n) for n in expected]
+
+
 def _last_message(lines: list[bytes], *kinds: str) -> str:
     """The uuid of the last main-chain line of one of these types."""
     objs = (orjson.loads(line) for line in reversed(lines))

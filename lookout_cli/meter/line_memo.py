@@ -98,14 +98,15 @@ class _Part:
         return self.nodes
 
     def nodes_from(self, at: int, unread: list[tuple[int, memoryview]]) -> list:
-        """The nodes, None for the lines before line ``at``: the chunks of only such lines are
-        not loaded but added to ``unread`` with their first line."""
+        """The nodes, None for the lines before line ``at``: the chunks that hold such lines
+        are added to ``unread`` with their first line (those of only such lines not loaded)."""
         first, end = self.header["first"], self.header["end"]
         out: list = []
         for start, raw in zip(range(first, end, CHUNK), self.rest):  # as ``LineMemo.save`` cuts them
             stop = min(start + CHUNK, end)
-            if stop <= at:
+            if start < at:
                 unread.append((start, raw))
+            if stop <= at:
                 out += itertools.repeat(None, stop - start)
             else:
                 chunk = marshal.loads(raw)
@@ -261,8 +262,9 @@ class LineMemo:
         """The adapter needs the nodes of the lines ``settled`` stands for after all: read them."""
         revive, records = self._adapter.revive, self._records
         for start, raw in self._unread:
-            for record, kept in zip(records[start:], marshal.loads(raw)):
-                if kept is not None:
+            chunk = marshal.loads(raw)
+            for record, kept in zip(records[start:start + len(chunk)], chunk):
+                if kept is not None and record.node is None:
                     record.node = revive(kept)
         self._unread, self.settled, self._settled_at = [], None, 0
 
