@@ -309,32 +309,44 @@ def _last_message(lines: list[bytes], *kinds: str) -> str:
     return next(obj["uuid"] for obj in objs if obj.get("type") in kinds and not obj.get("isSidechain"))
 
 
-def _grown_by_a_prompt(path, lines: list[bytes], parent: str, timestamp: str) -> dict:
-    """``path`` as ``lines``, measured, then grown by a prompt after line ``parent`` written
-    at ``timestamp``: its report, as from scratch."""
+def _grown_by(path, lines: list[bytes], *new: dict) -> dict:
+    """``path`` as ``lines``, measured, then grown by the lines ``new``: its report, as from
+    scratch."""
     path.write_bytes(b"".join(lines))
     report(path)
-    prompt = orjson.loads(claude_line(99, "user", "Go on from here.", None, timestamp=timestamp))
     with open(path, "ab") as fh:
-        fh.write(orjson.dumps({**prompt, "parentUuid": parent}) + b"\n")
+        fh.write(b"".join(orjson.dumps(obj) + b"\n" for obj in new))
     again = report(path)
     assert again == fresh(path)
     return again
 
 
+def _prompt(parent: str, timestamp: str) -> dict:
+    return {**orjson.loads(claude_line(99, "user", "Go on from here.", None, timestamp=timestamp)), "parentUuid": parent}
+
+
 def test_a_line_that_follows_one_from_before_the_last_compaction_reads_them_all(compacting, tmp_path):
-    """A rewind to before the last compaction, and lines newer than the leaf the memo knows
-    of only in their time: the lines the memo stood for make another chain, read again."""
+    """A rewind to before the last compaction, lines newer than the leaf the memo knows of only
+    in their time, and a compaction of a line from before it: the lines the memo stood for
+    make another chain, read again."""
     source, boundaries = compacting
     lines = lines_of(source)[:boundaries[1] + 40]
     path = tmp_path / "grown.jsonl"
     assert len(fresh_of(path, lines)["compactions"]) == 2
     before_both = _last_message(lines[:boundaries[0]], "assistant")
-    assert _grown_by_a_prompt(path, lines, before_both, "2030-01-01T00:00:00Z")["compactions"] == []
+    assert _grown_by(path, lines, _prompt(before_both, "2030-01-01T00:00:00Z"))["compactions"] == []
     # after the leaf, but older than the line before the compaction: that line is the newest
     # leaf, and the conversation the one before the compaction again
     leaf = _last_message(lines, "user", "assistant")
-    assert len(_grown_by_a_prompt(path, lines, leaf, "2001-01-01T00:00:00Z")["compactions"]) == 1
+    assert len(_grown_by(path, lines, _prompt(leaf, "2001-01-01T00:00:00Z"))["compactions"]) == 1
+    # a compaction whose conversation went on from a line before the last one
+    between = _last_message(lines[:boundaries[1]], "assistant")
+    boundary = {"parentUuid": None, "logicalParentUuid": between, "isSidechain": False, "type": "system",
+                "subtype": "compact_boundary", "content": "Conversation compacted", "sessionId": "S",
+                "timestamp": "2030-01-01T00:00:00Z", "uuid": "u-boundary", "compactMetadata": {"trigger": "manual"}}
+    summary = {**_prompt("u-boundary", "2030-01-01T00:00:01Z"), "isCompactSummary": True, "uuid": "u-summary"}
+    again = _grown_by(path, lines, boundary, summary)
+    assert [c["line"] for c in again["compactions"]] == [boundaries[0] + 1, len(lines) + 1]
 
 
 def fresh_of(path, lines: list[bytes]) -> dict:
