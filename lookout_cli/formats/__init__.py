@@ -91,7 +91,8 @@ class Transcript:
         self.memo = None  # line_memo.LineMemo: what a lean measure of this file learned before
         self.early = None  # early.EarlyItems: the items each line gave as it was read
         # what the lines before some line give the view (``Adapter.settled``), set by an edit
-        # that changes none of them, for the views built after it
+        # that changes none of them, for the views built after it (until lines are inserted
+        # or removed)
         self.settled = None
 
     @property
@@ -128,6 +129,7 @@ class Transcript:
     def insert_after(self, anchor: Record | None, new: Sequence[Record]) -> None:
         at = 0 if anchor is None else self.records.index(anchor) + 1
         self.records[at:at] = list(new)
+        self.settled = None  # the line it names may have moved
         self.invalidate()
 
     def append(self, new: Sequence[Record]) -> None:
@@ -137,6 +139,7 @@ class Transcript:
     def remove(self, doomed: Sequence[Record]) -> None:
         ids = {id(r) for r in doomed}
         self.records = [r for r in self.records if id(r) not in ids]
+        self.settled = None
         self.invalidate()
 
 
@@ -179,11 +182,12 @@ class Adapter:
         """A node as values ``marshal`` keeps (``line_memo``); ``revive`` reverses it."""
         return node
 
-    def settled(self, transcript: Transcript) -> tuple[int, Any] | None:
+    def settled(self, transcript: Transcript, known: int = 0) -> tuple[int, Any] | None:
         """What the lines before some line give the view, once it is built, as values
-        ``marshal`` keeps: (that line's position, the value), or None. A measure that resumes
-        the grown file (``line_memo``) hands the value back as ``memo.settled`` and leaves those
-        lines' nodes out, unless the adapter asks for them (``memo.unsettle()``)."""
+        ``marshal`` keeps: (that line's position, the value); None when there is none or it is
+        the one before line ``known`` (which the caller holds). A measure that resumes the grown
+        file (``line_memo``) hands the value back as ``memo.settled`` and leaves those lines'
+        nodes out, unless the adapter asks for them (``memo.unsettle()``)."""
         return None
 
     def revive(self, kept: Any) -> Any:

@@ -157,9 +157,9 @@ class Adapter(_Base):
     def chain(self, transcript: Transcript) -> Chain:
         return transcript.kept("chain", lambda: _chain_of(transcript))
 
-    def settled(self, transcript: Transcript) -> tuple[int, Any] | None:
+    def settled(self, transcript: Transcript, known: int = 0) -> tuple[int, Any] | None:
         found = settled(self.chain(transcript), transcript.view())
-        return (found.at, settled_plain(found)) if found is not None else None
+        return (found.at, settled_plain(found)) if found is not None and found.at != known else None
 
     def view(self, transcript: Transcript) -> View:
         return build_view(self.chain(transcript), self.name, transcript.sink, transcript.memo, transcript.early)

@@ -692,17 +692,19 @@ def settled(chain: Chain, view: View) -> Settled | None:
 
 
 def settled_plain(found: Settled) -> tuple:
-    """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it."""
-    usages = tuple((u.record.lineno - 1, key, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h,
-                    u.model, u.timestamp) for u, key in zip(found.usages, found.keys))
+    """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it:
+    the usages by column (a tuple a figure, not one a response)."""
+    rows = [(u.record.lineno - 1, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h, u.model,
+             u.timestamp) for u in found.usages]
     compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
-    return found.at, usages, compactions, found.latest
+    return found.at, tuple(found.keys), tuple(zip(*rows)), compactions, found.latest
 
 
 def settled_from(kept: tuple, records: list) -> Settled:
-    at, usages, compactions, latest = kept
-    return Settled(at, [Usage(records[pos], *figures) for pos, _, *figures in usages], [u[1] for u in usages],
-                   [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
+    at, keys, columns, compactions, latest = kept
+    usages = [Usage(records[pos], uncached, write, read, output, write_1h, model, stamp)
+              for pos, uncached, write, read, output, write_1h, model, stamp in zip(*columns)]
+    return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
 def build_view(chain: Chain, fmt: str, sink=None, memo=None, early=None) -> View:

@@ -57,7 +57,7 @@ from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 8  # the file's layout, what a kept node and a packed item look like (8: settled)
+VERSION = 9  # the file's layout, what a kept node and a packed item look like (9: settled, by column)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
@@ -226,10 +226,10 @@ class LineMemo:
         index = LineIndex(handle.fileno(), starts=starts)
         try:
             # what the lines before the newest settled line give, instead of their nodes
-            settled = next((part for part in reversed(self._parts) if part.settled is not None), None)
-            at = settled.header["settled"] if settled is not None else 0
+            holder = next((part for part in reversed(self._parts) if part.settled is not None), None)
+            at = holder.header["settled"] if holder is not None else 0
             if not 0 < at < count:
-                at, settled = 0, None
+                at, holder = 0, None
             self._unread = []
             nodes = [kept for part in self._parts for kept in part.nodes_from(at, self._unread)]
             if len(nodes) != count:
@@ -240,7 +240,7 @@ class LineMemo:
             for record, kept in zip(records[at:], nodes[at:]):
                 if kept is not None:
                     record.node = revive(kept)
-            self.settled = marshal.loads(settled.settled) if settled is not None else None
+            self.settled = marshal.loads(holder.settled) if holder is not None else None
             self._settled_at = at
             items = {pos: packed for part in self._parts for pos, packed in part.items()}
         except (ValueError, EOFError, TypeError, IndexError, KeyError):  # not what this lookout keeps
@@ -369,9 +369,10 @@ class LineMemo:
             return  # nothing new to remember
         lines = kept()
         chunk = list(itertools.islice(lines, CHUNK))
-        settled = transcript.adapter.settled(transcript)
-        if settled is not None and not (0 < settled[0] < complete and (not append or settled[0] != self._settled_at)):
-            settled = None  # (an appended section need not say it again)
+        # an appended section need not say again what an earlier one holds
+        settled = transcript.adapter.settled(transcript, self._settled_at if append else 0)
+        if settled is not None and not 0 < settled[0] < complete:
+            settled = None
         try:
             state = measure_state.state_of(transcript.spool, self.path, self.key, index.starts[complete])
             header = {"key": self.key, "format": transcript.adapter.name, "sniffed": self.sniffed,
