@@ -61,9 +61,10 @@ def _keep_lean(adapter: Adapter | None, record: LeanRecord, early: EarlyItems | 
     measure, the items it gives on its own, counted)."""
     data = record.data
     if adapter is not None and adapter.lean:
-        record.node = adapter.node(data) if data is not None else None
-        if early is not None and data is not None:
-            early.read(record, data)
+        if early is None or not early.settles(record, data):
+            record.node = adapter.node(data) if data is not None else None
+            if early is not None and data is not None:
+                early.read(record, data)
         record.release()
     else:
         record.release(keep_value=True)
@@ -498,7 +499,7 @@ class Run:
                     memo.note(record)
                     node = memo.node(adapter) if adapter is not None else None
                     if node is not None:  # a line measured before (so JSON): not parsed again
-                        record.node = node
+                        record.node = node if early is None or not early.settles(record, node) else None
                         record.release()
                         continue
                 self._check(record)
@@ -530,6 +531,8 @@ class Run:
         transcript = Transcript(records, adapter, self.source)
         transcript.memo = memo if adapter is not None and adapter.remembers_items else None
         transcript.early = early
+        if early is not None:
+            transcript.settled = early.settled(records)
         # what was read, and only that, is written back (an agent may append meanwhile)
         offset, size = records[-1].span() if records else (start, 0)
         end = offset + size

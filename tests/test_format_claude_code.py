@@ -720,3 +720,67 @@ def test_compact_copies_each_setup_key_once():
     out, third = reread(again)
     assert [i.text for i in third.view().items if i.setup == "memory"] == [wrap_setup("new memory")]
     assert out.count(b"old memory") == 0  # the line was moved (its stub holds no text), not copied
+
+
+def _boundary(uid, logical, ts, **meta):
+    return json.dumps({"parentUuid": None, "logicalParentUuid": logical, "isSidechain": False, "cwd": "/w",
+                       "sessionId": "S5", "type": "system", "subtype": "compact_boundary", "uuid": uid,
+                       "timestamp": ts, "content": "Conversation compacted",
+                       "compactMetadata": {"trigger": "auto", "preTokens": 900, **meta}}).encode() + b"\n"
+
+
+def _t(second: int) -> str:
+    return f"2026-04-01T00:{second // 60:02d}:{second % 60:02d}.000Z"
+
+
+_OLDER = [  # two segments: a rewound branch, a split response, a subagent's lines, a stray progress line
+    _line("u1", None, "user", "first", ts=_t(1)), _line("a1", "u1", "assistant", "one", "m1", ts=_t(2)),
+    _line("dead", "a1", "user", "rewound", ts=_t(3)), _line("a1b", "dead", "assistant", "gone", "m9", ts=_t(4)),
+    _line("u2", "a1", "user", "second", ts=_t(5)), _line("a2", "u2", "assistant", "two", "m2", ts=_t(6)),
+    _line("a2b", "a2", "assistant", "two, more", "m2", ts=_t(7)),
+    _line("side1", None, "user", "agent task", ts=_t(8), isSidechain=True),
+    _line("side2", "side1", "assistant", "agent answer", "m8", ts=_t(9), isSidechain=True),
+    _boundary("b1", "a2b", _t(10)), _line("s1", "b1", "user", "summary one", ts=_t(11), isCompactSummary=True),
+    _line("u3", "s1", "user", "third", ts=_t(12)), _line("a3", "u3", "assistant", "three", "m3", ts=_t(13)),
+    _line("a3c", "a3", "assistant", "copied", "m2", ts=_t(14)),  # a response counted before: not again
+]
+_LAST = [_boundary("b2", "a3c", _t(20)), _line("s2", "b2", "user", "summary two", ts=_t(21), isCompactSummary=True),
+         _line("u4", "s2", "user", "fourth", ts=_t(22)), _line("a4", "u4", "assistant", "four", "m4", ts=_t(23))]
+
+
+@pytest.mark.parametrize("case, lines, settled", [
+    ("two older segments", _OLDER + _LAST, True),
+    ("a line after the last compaction follows one before it", _OLDER + _LAST + [
+        _line("u5", "a3", "user", "back to three", ts=_t(30))], False),
+    ("a line before the last compaction is newer than the leaf, with a line below it", _OLDER[:4] + [
+        _line("u2", "a1", "user", "second", ts=_t(59))] + _OLDER[5:] + _LAST, True),
+    ("a line before the last compaction is the newest leaf", _OLDER[:3] + [
+        _line("late", "dead", "user", "late", ts=_t(59))] + _OLDER[3:] + _LAST, False),
+    ("the last compaction's logical parent is missing",
+     _OLDER + [_boundary("b2", "nowhere", _t(20))] + _LAST[1:], True),
+    ("a partial compaction", _OLDER + [_boundary("b2", "a3", _t(20), preservedSegment={
+        "headUuid": "u3", "anchorUuid": "s2", "tailUuid": "a3"})] + _LAST[1:], False),
+])
+def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_they_give(tmp_path, case, lines,
+                                                                                          settled):
+    """A file loaded from its start keeps no node for the lines before its last compaction but
+    what they give the view (``Adapter.settling``), and the view is the one every line gives;
+    when that is not the chain every line gives, the lines are read after all."""
+    from lookout_cli.options import Run
+
+    data = b"".join(lines)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    lean = Run("measure", file=str(path), isolated=True).load()
+    whole = load_bytes(data).view()
+    view = lean.view()
+    assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
+        [(i.kind, i.text, i.record.lineno) for i in whole.items]
+    assert [(u.record.lineno, u.input, u.timestamp) for u in view.usages] == \
+        [(u.record.lineno, u.input, u.timestamp) for u in whole.usages]
+    assert [(c.record.lineno, c.before) for c in view.compactions] == \
+        [(c.record.lineno, c.before) for c in whole.compactions]
+    last = max(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)
+    chain = lean.adapter.chain(lean)
+    assert (chain.settled is not None) is settled
+    assert all(r.node is None for r in lean.records[:last]) is settled

@@ -43,7 +43,13 @@ def report(path, cache: bool = True, **settings) -> dict:
 
 
 def fresh(path, **settings) -> dict:
-    return report(path, cache=False, **settings)
+    """The report of ``path`` from every line's node: no line memo, and no value standing for
+    the lines before a compaction (``Adapter.settling`` offers none)."""
+    from lookout_cli.formats import claude_code
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(claude_code.Adapter, "settling", lambda self: None)
+        return report(path, cache=False, **settings)
 
 
 class Parses:
@@ -280,26 +286,34 @@ def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compacti
     assert report(path) == fresh(path)
 
 
-def test_the_nodes_a_resumed_run_left_unread_are_all_read_when_asked_for(compacting, tmp_path):
-    """``unsettle`` gives every line before the settled one the node a cold run keeps, the
-    lines of the chunk that holds the settled line too (none is parsed again)."""
-    from lookout_cli.formats import load_adapter
+def test_the_lines_a_resumed_run_left_unread_are_all_read_when_asked_for(compacting, tmp_path):
+    """A cold run keeps no node for the lines before the last compaction (what they give
+    stands for them), nor does a run that resumes the file read them; when the chain needs
+    them after all (``unsettle``), each is read from the file: the node a load of every line
+    gives it."""
+    from lookout_cli.formats import Transcript, claude_code, load_adapter
 
     source, boundaries = compacting
     lines = lines_of(source)
     path = tmp_path / "grown.jsonl"
     path.write_bytes(b"".join(lines[:boundaries[2] + 30]))
     report(path)
-    expected = [r.node for r in Run("measure", file=str(path), isolated=True).load().records]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(claude_code.Adapter, "settling", lambda self: None)
+        expected = [r.node for r in Run("measure", file=str(path), isolated=True).load().records]
     adapter = load_adapter("claude-code")
     memo = line_memo.LineMemo(str(path), None, lambda model: ("o200k_base", True))
     with open(path, "rb") as handle:
         records, _ = memo.resume(handle, adapter)
-    at = boundaries[2]
-    assert memo.settled is not None and memo.settled[0] == at and at % line_memo.CHUNK
-    assert all(r.node is None for r in records[:at]) and records[at].node is not None
-    memo.unsettle()
-    assert memo.settled is None
+        at = boundaries[2]
+        assert memo.settled is not None and memo.settled[0] == at
+        assert all(r.node is None for r in records[:at]) and records[at].node is not None
+        memo.unsettle()
+        assert memo.settled is None
+        transcript = Transcript(records, adapter, str(path))
+        transcript.memo = memo
+        chain = adapter.chain(transcript)
+    assert chain.settled is None and len(chain.boundaries) == 3
     assert [adapter.plain(r.node) for r in records] == [adapter.plain(n) for n in expected]
 
 
@@ -311,13 +325,13 @@ def _last_message(lines: list[bytes], *kinds: str) -> str:
 
 def _grown_by(path, lines: list[bytes], *new: dict) -> dict:
     """``path`` as ``lines``, measured, then grown by the lines ``new``: its report, as from
-    scratch."""
+    scratch, resumed from the memo and cold."""
     path.write_bytes(b"".join(lines))
     report(path)
     with open(path, "ab") as fh:
         fh.write(b"".join(orjson.dumps(obj) + b"\n" for obj in new))
     again = report(path)
-    assert again == fresh(path)
+    assert again == fresh(path) == report(path, cache=False)
     return again
 
 

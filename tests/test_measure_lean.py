@@ -234,9 +234,10 @@ def test_a_compaction_keeps_parsed_only_the_lines_it_changed(fmt, session_of, tm
 
 def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary_as_they_were(tmp_path,
                                                                                             monkeypatch):
-    """Once compact has written its boundary, the view it measures again is built from the
-    lines after the boundary that was live (``Transcript.settled``): the same usages,
-    compactions and items as a view built from every line."""
+    """A cold load keeps what the lines before the last compaction give instead of their nodes
+    (``Adapter.settling``), and once compact has written its boundary, the view it measures
+    again is built from the lines after the boundary that was live (``Transcript.settled``):
+    the same usages, compactions and items as a view built from every line."""
     from lookout_cli.compaction.engine import Options, compact_transcript
     from lookout_cli.core.saved import SavedStore
     from lookout_cli.formats import claude_code
@@ -250,8 +251,9 @@ def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary
         settled and settled.at) or real(records, settled))
     transcript = Run("compact", file=str(path), isolated=True).load()
     assert compact_transcript(transcript, Options(force=True), SavedStore(tmp_path / "saved")).changed
-    before_last = built[0] is None and built[-1]
-    assert before_last, built  # from every line, then from the boundary that was live on
+    last = max(n for n, r in enumerate(transcript.original) if b'"subtype":"compact_boundary"' in r.raw)
+    assert built[0] == built[-1] == last, built  # from the last boundary, before and after compact's
+    assert all(r.node is None for r in transcript.original[:last])
     view = transcript.view()
     transcript.settled = None
     transcript.invalidate()

@@ -212,6 +212,14 @@ class Adapter:
         nor counted ahead (a compacted session's earlier segments). 0: any line may be shown."""
         return 0
 
+    def settling(self) -> Any:
+        """For a load of a whole file, a reader of the lines before the one it is shown from
+        that keeps what they give the view instead of a node a line: its ``add(value)`` takes
+        each line in order (its parsed value or node, None when not a JSON object), and
+        ``settled(records)``, once they are read, gives the value the view takes (as
+        ``Transcript.settled``) or None. None: every line keeps its node."""
+        return None
+
     def counted_texts(self, obj: Any) -> Iterable[str]:
         """Texts of a parsed line that its view would count, known without the lines around it
         (``count_ahead``); none when the format cannot tell."""

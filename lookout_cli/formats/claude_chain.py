@@ -461,6 +461,8 @@ def build_chain(records: list[Record], settled: Settled | None = None) -> Chain 
         found = by_uuid.get(uid) if uid is not None else None
         return found[-1] if isinstance(found, list) else found
 
+    if settled is not None and (at >= len(objs) or not is_map(objs[at]) or preserved_segment(objs[at]) is not None):
+        return None  # a partial compaction relinks lines not read
     overrides, pruned = _preserved_relinks(objs, kinds, lines, members, resolve, latest)
     if settled is not None and pruned:
         return None
@@ -571,12 +573,7 @@ def _preserved_relinks(objs, kinds, lines, members, resolve, latest) -> tuple[di
     boundaries = [i for i in members if kinds[i] == "system" and is_boundary(objs[i])]
     if not boundaries:
         return {}, set()
-    segments = []
-    for i in boundaries:
-        meta = objs[i].get("compactMetadata")
-        seg = meta.get("preservedSegment") if isinstance(meta, dict) else None
-        if isinstance(seg, dict):
-            segments.append((i, seg))
+    segments = [(i, seg) for i in boundaries if (seg := preserved_segment(objs[i])) is not None]
     if not segments:
         return {}, set()
     last = boundaries[-1]
@@ -601,6 +598,13 @@ def _preserved_relinks(objs, kinds, lines, members, resolve, latest) -> tuple[di
     pruned = {i for i in members if i < last and i not in preserved}
     return overrides, pruned
 
+
+
+def preserved_segment(obj: Any) -> dict | None:
+    """The ``compactMetadata.preservedSegment`` of a boundary (a partial compaction), if any."""
+    meta = obj.get("compactMetadata")
+    seg = meta.get("preservedSegment") if isinstance(meta, dict) else None
+    return seg if isinstance(seg, dict) else None
 
 
 def _recover_siblings(objs, kinds, members, path, boundary, parent_of) -> list[int]:

@@ -62,15 +62,26 @@ from lookout_cli.formats.claude_items import (
     LineItems,
     build_view,
     counted_texts,
-    settled,
-    settled_from,
-    settled_plain,
     shown_from,
     text_of_result,
     usage_node,
     usage_view,
 )
-from lookout_cli.formats.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
+from lookout_cli.formats.claude_settled import (
+    Settling,
+    settled,
+    settled_from,
+    settled_plain,
+)
+from lookout_cli.formats.view import (
+    IMAGE,
+    SETUP,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Item,
+    View,
+)
 
 SUMMARY_PREFIX = (
     "This session is being continued from a previous conversation that ran out of context. "
@@ -87,12 +98,14 @@ ADDED_FIELD = "lookoutAdded"  # a line a compaction wrote: its restore marker na
 ENVELOPE_LOOKBACK = 200  # conversation lines read back for envelope fields the newest lacks
 
 
-def fresh_stamp(records: list[Record]) -> str:
+def fresh_stamp(records: list[Record], chain: Chain) -> str:
     """Now, or just after the newest timestamp in the file if that is later (clock skew):
-    Claude Code resumes from the childless line with the newest timestamp."""
+    Claude Code resumes from the childless line with the newest timestamp. Of the lines a
+    settled value stands for (not read), that of the newest such line (``chain.latest``)."""
     stamp = _dt.datetime.now(_dt.timezone.utc)
-    newest = None
-    for record in records:
+    start = chain.settled.at if chain.settled is not None else 0
+    newest = parse_time(chain.latest) if start else None
+    for record in records[start:]:
         # a lean record's node has the type and time: its line is not parsed again (and kept)
         data = record.node if record.node is not None and not record.edited else record.data
         if data is not None and type_of(data) in CONVERSATION_TYPES:
@@ -169,6 +182,9 @@ class Adapter(_Base):
 
     def shown_from(self, fd: int, start: int, end: int) -> int:
         return shown_from(fd, start, end)
+
+    def settling(self) -> Settling:
+        return Settling()
 
     usage_needles = (b'"usage"', b'"compact_boundary"')
 
@@ -300,7 +316,7 @@ class Adapter(_Base):
             "isMeta": True,
             SETUP_FIELD: key,
             "uuid": new_uuid(),
-            "timestamp": fresh_stamp(transcript.records),
+            "timestamp": fresh_stamp(transcript.records, chain),
         }
         transcript.append([Record.new(line)])
 
@@ -329,7 +345,7 @@ class Adapter(_Base):
         transcript.settled = settled(chain, transcript.view())
         env = _envelope(chain)
         leaf = chain.obj(chain.leaf)
-        stamp = fresh_stamp(transcript.records)
+        stamp = fresh_stamp(transcript.records, chain)
         trigger = metadata.get("trigger") or "manual"
         pre = metadata.get("pre_tokens")
         if not isinstance(pre, int):
@@ -443,8 +459,9 @@ class Adapter(_Base):
 # --- helpers -------------------------------------------------------------------------------
 def _chain_of(transcript: Transcript) -> Chain:
     """The chain, from the lines after a compaction when what the lines before it give is
-    known (``Settled``: from a measure's line memo, or kept by ``compact`` for the views after
-    it) and that holds; else from every line (a memo's nodes are read then)."""
+    known (``Settled``: from a measure's line memo, from a cold load's ``Settling``, or kept by
+    ``compact`` for the views after it) and that holds; else from every line (their nodes
+    read then: from the memo, else from the file)."""
     memo = transcript.memo
     from_memo = memo is not None and memo.settled is not None
     found = settled_from(memo.settled, transcript.records) if from_memo else transcript.settled
@@ -455,6 +472,12 @@ def _chain_of(transcript: Transcript) -> Chain:
         if from_memo:
             memo.unsettle()
         transcript.settled = None
+    node = transcript.adapter.node
+    for record in transcript.records:
+        if record.node is None and record.stored() is not None:  # a line a settled value stood for
+            data = record.data
+            record.node = node(data) if data is not None else None
+            record.release()
     return build_chain(transcript.records)
 
 

@@ -29,13 +29,14 @@ from typing import Any
 
 import orjson
 
-from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthropic views count calls so too
+from lookout_cli.core.jsonl import (
+    dumps_text as dumps,  # the openai and anthropic views count calls so too
+)
 from lookout_cli.core.jsonl import last_line_holding
 from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
 from lookout_cli.formats.claude_chain import (
     MOVED_KIND,
     Chain,
-    Settled,
     is_boundary,
     is_map,
     line_type,
@@ -514,7 +515,7 @@ class _Builder:
     def usages_and_compactions(self) -> None:
         """The usages and compactions along the chain, and ``chain.settle``."""
         chain, records, compactions = self.chain, self.chain.records, self.view.compactions
-        responses = _Responses(self.view.usages)
+        responses = Responses(self.view.usages)
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         settled = chain.settled
         if settled is not None:  # the lines before its boundary were not read: what they gave
@@ -525,17 +526,17 @@ class _Builder:
         last = len(chain.boundaries) - 1
         for n, segment in enumerate(segments):
             for pos in segment:
-                responses.add(records[pos], _figures(chain.node(pos)), pos)
+                responses.add(records[pos], figures_of(chain.node(pos)), pos)
             if n > last:
                 break
             responses.next_segment()
             at = chain.boundaries[n]
             if n == last and min(chain.visible, default=at) >= at:  # (no line before it relinked into view)
                 chain.settle = (at, responses.keys, chain.latest)
-            compactions.append(_compaction(records[at], chain.node(at)))
+            compactions.append(compaction_of(records[at], chain.node(at)))
 
 
-class _Responses:
+class Responses:
     """Usages counted once a response: a response split over lines counts its last line's
     usage, and one an older segment counted (a line copied or kept across a compaction) is not
     counted again."""
@@ -547,7 +548,7 @@ class _Responses:
         self.keys: list[str] = []  # the ids of the usages of older segments, in order
 
     def add(self, record, figures: _Response | None, pos: int) -> Usage | None:
-        """Count the response of line ``pos`` (its ``_figures``; None: it records none)."""
+        """Count the response of line ``pos`` (its ``figures_of``; None: it records none)."""
         if figures is None:
             return None
         key = figures[0] or str(pos)
@@ -568,15 +569,15 @@ class _Responses:
 
 
 class _Response(tuple):
-    """A response line's usage as it is counted (``_figures``): (key, input, cache write, cache
+    """A response line's usage as it is counted (``figures_of``): (key, input, cache write, cache
     read, output, 1-hour cache write, model, timestamp), the rest of a ``Usage``; the key is
-    None when the line names no response (its position is the key then, in ``_Responses``).
+    None when the line names no response (its position is the key then, in ``Responses``).
     What a usage-only load keeps of such a line."""
 
     __slots__ = ()
 
 
-_BOUNDARY_FIELDS = ("type", "subtype", "timestamp", "compactMetadata")  # what ``_compaction`` reads
+_BOUNDARY_FIELDS = ("type", "subtype", "timestamp", "compactMetadata")  # what ``compaction_of`` reads
 
 
 def usage_node(obj: Any) -> Any:
@@ -587,7 +588,7 @@ def usage_node(obj: Any) -> Any:
         return None
     if is_boundary(obj):
         return {key: obj[key] for key in _BOUNDARY_FIELDS if key in obj}
-    return _figures(obj)
+    return figures_of(obj)
 
 
 def usage_view(records, node: Callable[[Any], Any]) -> View:
@@ -596,7 +597,7 @@ def usage_view(records, node: Callable[[Any], Any]) -> View:
     leaves them; a response split over lines counts once (its last line), and once only across
     compactions, as ``usages_and_compactions`` counts them."""
     view = View(format="claude-code")
-    responses = _Responses(view.usages)
+    responses = Responses(view.usages)
     for record in records:
         figures = record.node
         if type(figures) is not _Response:  # a boundary, or the chain's node (--strict, a pipe with no room)
@@ -605,16 +606,16 @@ def usage_view(records, node: Callable[[Any], Any]) -> View:
                 continue
             if is_boundary(obj):
                 responses.next_segment()
-                view.compactions.append(_compaction(record, obj))
+                view.compactions.append(compaction_of(record, obj))
                 continue
-            figures = _figures(obj)
+            figures = figures_of(obj)
         usage = responses.add(record, figures, record.lineno)
         if usage is not None and usage.model:
             view.model = usage.model
     return view
 
 
-def _figures(obj: Any) -> _Response | None:
+def figures_of(obj: Any) -> _Response | None:
     """The usage a response line records (a parsed line or a chain node), as it is counted;
     None for any other line, an API error's, a synthetic response's or an all-zero usage."""
     kind = line_type(obj)  # a moved response's usage stays where it was (claude_chain.MOVED_KIND)
@@ -645,7 +646,7 @@ def chain_model(chain: Chain) -> str | None:
                 return model
     for segment in reversed(chain.segments[:-1]):
         for pos in reversed(segment):
-            figures = _figures(chain.node(pos))
+            figures = figures_of(chain.node(pos))
             if figures is not None and figures[6]:
                 return figures[6]
     if chain.settled is not None:  # of the lines not read
@@ -669,7 +670,7 @@ def _int(value: Any) -> int:
     return value if type(value) is int and value > 0 else 0  # not a bool
 
 
-def _compaction(record, obj: dict) -> Compaction:
+def compaction_of(record, obj: dict) -> Compaction:
     meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
     pre, post = meta.get("preTokens"), meta.get("postTokens")
     trigger = meta.get("trigger") if isinstance(meta.get("trigger"), str) else None
@@ -680,31 +681,6 @@ def _compaction(record, obj: dict) -> Compaction:
         timestamp=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
         trigger=trigger,
     )
-
-
-def settled(chain: Chain, view: View) -> Settled | None:
-    """What the lines before the chain's last boundary give ``view`` (built from the chain):
-    the usages and compactions it counted before that boundary (``chain.settle``)."""
-    if chain.settle is None:
-        return None
-    at, keys, latest = chain.settle
-    return Settled(at, view.usages[:len(keys)], keys, view.compactions[:-1], latest)  # the last: the boundary's own
-
-
-def settled_plain(found: Settled) -> tuple:
-    """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it:
-    the usages by column (a tuple a figure, not one a response)."""
-    rows = [(u.record.lineno - 1, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h, u.model,
-             u.timestamp) for u in found.usages]
-    compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
-    return found.at, tuple(found.keys), tuple(zip(*rows)), compactions, found.latest
-
-
-def settled_from(kept: tuple, records: list) -> Settled:
-    at, keys, columns, compactions, latest = kept
-    usages = [Usage(records[pos], uncached, write, read, output, write_1h, model, stamp)
-              for pos, uncached, write, read, output, write_1h, model, stamp in zip(*columns)]
-    return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
 def build_view(chain: Chain, fmt: str, sink=None, memo=None, early=None) -> View:

@@ -28,18 +28,35 @@ class EarlyItems:
         self.make = None
         self.items: list = []  # by line position: None, one item, or a tuple of a line's items
         self.skip_to = 0  # lines that start before this offset are left to the view
+        self.before = None  # what those lines give, when the file is read whole (``Adapter.settling``)
 
     def start(self, adapter, fd: int, begin: int) -> EarlyItems | None:
         """The format is known: this, when its adapter can say a line's items on its own.
         ``fd`` is the file being read from ``begin`` (not a pipe: its end is looked at first):
         its lines before the one from which the conversation is shown (``Adapter.shown_from``)
-        are not built nor counted (the view does not show them)."""
+        are not built nor counted (the view does not show them), and when the file is read
+        from its start, what they give is kept instead of their nodes (``settles``)."""
         self.make = getattr(adapter, "line_items", None)
         if self.make is None:
             return None
         with contextlib.suppress(OSError):  # not looked at: every line's items are built
             self.skip_to = adapter.shown_from(fd, begin, os.fstat(fd).st_size)
+        if self.skip_to and begin == 0:
+            self.before = adapter.settling()
         return self
+
+    def settles(self, record, value) -> bool:
+        """Whether ``record`` is a line before the one shown from, taken (its ``value``, a
+        parsed value or node) by the adapter's reader of such lines: it needs no node then."""
+        if self.before is None or record.span()[0] >= self.skip_to:
+            return False
+        self.before.add(value)
+        return True
+
+    def settled(self, records: list) -> object:
+        """Every line is read: what the lines before the one shown from give (``Transcript.settled``)."""
+        before, self.before = self.before, None
+        return before.settled(records) if before is not None else None
 
     def read(self, record, obj) -> None:
         if self.skip_to:

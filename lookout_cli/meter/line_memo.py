@@ -20,7 +20,9 @@ A session compacts again and again, and what the lines before its last compactio
 view does not change as it grows: the memo keeps that too (``Adapter.settled``: for Claude
 Code, the older segments' usages and compactions), and a run that resumes the file leaves
 those lines' nodes unread and hands the adapter the value instead (``settled``), unless the
-adapter finds it does not hold and asks for them (``unsettle``).
+adapter finds it does not hold and asks for them (``unsettle``). Such a line may have no node
+in the memo at all (a cold load kept none: ``Adapter.settling``); the adapter reads it from
+the file then.
 
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
 values headed by their sha256). A run that resumed the file appends a section with only what
@@ -312,8 +314,8 @@ class LineMemo:
         if not (self._old and tuple(self._old["count"]) == self._count):
             self._items = {}
             self._resumed_as_counted = False  # the items it holds are counted otherwise: written anew
-        if self._unread and not (self._resumed_as_counted and self._after is not None):
-            self.unsettle()  # the memo is written anew: with every line's node
+        self._unread = []  # the chain is built: what it did not read stays unread (a memo written anew
+        # keeps no node for those lines; a run that needs them reads them from the file)
 
     def items(self, pos: int) -> list[tuple] | None:
         """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""

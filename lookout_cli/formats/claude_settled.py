@@ -1,0 +1,191 @@
+"""What the lines before a Claude Code session's last compaction give the view (``Settled``).
+
+A long session is many segments, and the view reads of the ones before its last boundary only
+what they add up to: the older segments' usages (with the ids they are counted by), their
+compactions, and the time of the newest leaf they offer. That value comes from three places:
+
+- a view built from every line (``settled``), which the line memo keeps (``settled_plain``,
+  ``settled_from``) for the next measure of the grown file, and ``compact`` for the views it
+  builds after writing;
+- a cold load of a file (``Settling``), which reads the lines before the last boundary into
+  columns as it parses them (a parent's position a line, a byte of flags, the responses'
+  figures) instead of keeping a node a line: about a sixth of the memory, and no tuples to
+  build.
+
+``claude_chain.build_chain`` takes the value only when it is the chain every line gives (else
+the caller reads those lines' nodes after all).
+"""
+
+from __future__ import annotations
+
+import array
+from typing import Any
+
+from lookout_cli.core.times import parse_time
+from lookout_cli.formats.claude_chain import (
+    CHAIN_TYPES,
+    CONVERSATION_TYPES,
+    MOVED_FIELD,
+    MOVED_KIND,
+    Chain,
+    Node,
+    RecentUuids,
+    Settled,
+    is_boundary,
+    preserved_segment,
+)
+from lookout_cli.formats.claude_items import Responses, compaction_of, figures_of
+from lookout_cli.formats.view import Compaction, Usage, View
+
+
+def settled(chain: Chain, view: View) -> Settled | None:
+    """What the lines before the chain's last boundary give ``view`` (built from the chain):
+    the usages and compactions it counted before that boundary (``chain.settle``)."""
+    if chain.settle is None:
+        return None
+    at, keys, latest = chain.settle
+    return Settled(at, view.usages[:len(keys)], keys, view.compactions[:-1], latest)  # the last: the boundary's own
+
+
+def settled_plain(found: Settled) -> tuple:
+    """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it:
+    the usages by column (a tuple a figure, not one a response)."""
+    rows = [(u.record.lineno - 1, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h, u.model,
+             u.timestamp) for u in found.usages]
+    compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
+    return found.at, tuple(found.keys), tuple(zip(*rows)), compactions, found.latest
+
+
+def settled_from(kept: tuple, records: list) -> Settled:
+    at, keys, columns, compactions, latest = kept
+    usages = [Usage(records[pos], uncached, write, read, output, write_1h, model, stamp)
+              for pos, uncached, write, read, output, write_1h, model, stamp in zip(*columns)]
+    return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
+
+
+_SIDE, _BOUNDARY, _ABOVE = 1, 2, 4  # a line's flags: a sidechain line, a main compaction, a conversation line below
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class Settling:
+    """``Adapter.settling`` for Claude Code: the lines before the last compaction, each as it is
+    parsed (``add``, in file order, a parsed value, a node or None), kept as what the chain
+    walk reads of them, and ``settled(records)`` once the line of that compaction is read.
+
+    A parent is written before its children, so in file order the parent a line names is the
+    newest line read with that uuid (``build_chain``'s nearest before), and whether a
+    conversation line is below a line is known once the lines are read: the leaf candidates'
+    times are kept only while they are candidates."""
+
+    def __init__(self) -> None:
+        self.recent = RecentUuids()
+        self.by_uuid: dict[Any, int] = {}  # the newest line with each uuid
+        self.parents = array.array("q")  # each line's parent's position, -1: none
+        self.flags = bytearray()
+        self.stamps: dict[int, str] = {}  # the times of the main conversation lines nothing is below yet
+        self.figures: dict[int, Any] = {}  # the main responses' usages (``figures_of``)
+        self.logical: dict[int, int] = {}  # each main compaction's logical parent's position, -1: none
+        self.compactions: dict[int, Compaction] = {}
+        self.broken = False  # a line this does not follow (a preserved segment): the chain reads every line
+
+    def add(self, obj: Any) -> None:
+        """The next line (its parsed value or node; None when it is not a JSON object)."""
+        parents, flags = self.parents, self.flags
+        pos = len(flags)
+        kind = obj.get("type") if obj is not None else None
+        if kind is None and type(obj) is dict and MOVED_FIELD in obj:
+            kind = MOVED_KIND
+        key = _same if type(obj) is Node else self.recent.key  # a node keeps its uuids as keys
+        uid = key(obj.get("uuid")) if kind in CHAIN_TYPES else None
+        if uid is None:
+            parents.append(-1)
+            flags.append(0)
+            return
+        by_uuid = self.by_uuid
+        parent = key(obj.get("parentUuid"))
+        above = by_uuid.get(parent, -1) if parent is not None else -1
+        parents.append(above)
+        side = obj.get("isSidechain") is True
+        flag = _SIDE if side else 0
+        if kind in CONVERSATION_TYPES:
+            stamps = self.stamps
+            while above >= 0 and not flags[above] & _ABOVE:  # each line is marked once
+                flags[above] |= _ABOVE
+                stamps.pop(above, None)
+                above = parents[above]
+            if not side:
+                stamp = obj.get("timestamp")
+                if type(stamp) is str:
+                    stamps[pos] = stamp
+                if kind == "assistant":
+                    figures = figures_of(obj)
+                    if figures is not None:
+                        self.figures[pos] = figures
+                elif kind == "system" and is_boundary(obj):
+                    flag |= _BOUNDARY
+                    self._boundary(pos, obj, key)
+        elif kind == MOVED_KIND and not side:
+            figures = figures_of(obj)
+            if figures is not None:
+                self.figures[pos] = figures
+        flags.append(flag)
+        by_uuid[uid] = pos
+
+    def _boundary(self, pos: int, obj: Any, key) -> None:
+        if preserved_segment(obj) is not None:
+            self.broken = True
+        logical = key(obj.get("logicalParentUuid"))
+        self.logical[pos] = self.by_uuid.get(logical, -1) if logical is not None else -1
+        self.compactions[pos] = compaction_of(None, obj)
+
+    def settled(self, records: list) -> Settled | None:
+        """What the lines read give the view, the next record being the compaction they end
+        at; None when it is not (or a line read is one this does not follow)."""
+        at = len(self.flags)
+        node = records[at].node if at < len(records) else None
+        if self.broken or node is None or not is_boundary(node) or node.get("isSidechain") is True \
+                or preserved_segment(node) is not None:
+            return None
+        logical = node.get("logicalParentUuid")
+        start = self.by_uuid.get(logical, -1) if logical is not None else -1
+        self.by_uuid = {}  # let go of the uuids: what follows reads positions
+        flags, parents = self.flags, self.parents
+        segments: list[list[int]] = []
+        boundaries: list[int] = []
+        while True:  # ``build_chain``'s walk, from the last boundary's logical parent back
+            if start < 0:  # the logical parent is missing: an empty older segment
+                segments.append([])
+                break
+            path: list[int] = []
+            pos = start
+            while pos >= 0 and not flags[pos] & _BOUNDARY:
+                if flags[pos] & _SIDE:
+                    return None  # a subagent's line in the main conversation: not followed here
+                path.append(pos)
+                pos = parents[pos]
+            path.reverse()
+            segments.append(path)
+            if pos < 0:
+                break
+            boundaries.append(pos)
+            start = self.logical[pos]
+        segments.reverse()
+        boundaries.reverse()
+        usages: list[Usage] = []
+        responses = Responses(usages)
+        figures = self.figures
+        compactions = []
+        for n, segment in enumerate(segments):
+            for pos in segment:
+                responses.add(records[pos], figures.get(pos), pos)
+            responses.next_segment()
+            if n < len(boundaries):
+                compaction = self.compactions[boundaries[n]]
+                compaction.record = records[boundaries[n]]
+                compactions.append(compaction)
+        offered = [stamp for stamp in self.stamps.values() if parse_time(stamp) is not None]
+        latest = max(offered, key=parse_time) if offered else None
+        return Settled(at, usages, responses.keys, compactions, latest)
