@@ -496,12 +496,15 @@ class Run:
                 progress.update()
                 records.append(record)
                 if memo is not None:
-                    memo.note(record)
-                    node = memo.node(adapter) if adapter is not None else None
-                    if node is not None:  # a line measured before (so JSON): not parsed again
-                        record.node = node if early is None or not early.settles(record, node) else None
-                        record.release()
-                        continue
+                    if early is not None and early.before_shown(record):
+                        memo.note_settled()  # what the line gives is kept, not the line
+                    else:
+                        memo.note(record)
+                        node = memo.node(adapter) if adapter is not None else None
+                        if node is not None:  # a line measured before (so JSON): not parsed again
+                            record.node = node
+                            record.release()
+                            continue
                 self._check(record)
                 if adapter is not None:
                     _keep_lean(adapter, record, early)

@@ -33,7 +33,7 @@ from lookout_cli.core.jsonl import (
     dumps_text as dumps,  # the openai and anthropic views count calls so too
 )
 from lookout_cli.core.jsonl import last_line_holding
-from lookout_cli.formats import CALL_BLOCKS, as_str, type_of
+from lookout_cli.formats import CALL_BLOCKS, as_str, interned, type_of
 from lookout_cli.formats.claude_chain import (
     MOVED_KIND,
     Chain,
@@ -630,7 +630,7 @@ def figures_of(obj: Any) -> _Response | None:
         return None
     timestamp = obj.get("timestamp")
     return _Response((message_id(obj) or obj.get("requestId") or obj.get("uuid") or None,
-                      uncached, write, read, output, _int(write_1h), model if type(model) is str else None,
+                      uncached, write, read, output, _int(write_1h), interned(model) if type(model) is str else None,
                       timestamp if type(timestamp) is str else None))
 
 

@@ -45,10 +45,14 @@ class EarlyItems:
             self.before = adapter.settling()
         return self
 
+    def before_shown(self, record) -> bool:
+        """Whether ``record`` is a line before the one shown from whose value the adapter's
+        reader of such lines takes (``settles``)."""
+        return self.before is not None and record.span()[0] < self.skip_to
+
     def settles(self, record, value) -> bool:
-        """Whether ``record`` is a line before the one shown from, taken (its ``value``, a
-        parsed value or node) by the adapter's reader of such lines: it needs no node then."""
-        if self.before is None or record.span()[0] >= self.skip_to:
+        """Whether ``record`` is such a line, taken (its parsed ``value``): it needs no node then."""
+        if not self.before_shown(record):
             return False
         self.before.add(value)
         return True

@@ -20,9 +20,9 @@ A session compacts again and again, and what the lines before its last compactio
 view does not change as it grows: the memo keeps that too (``Adapter.settled``: for Claude
 Code, the older segments' usages and compactions), and a run that resumes the file leaves
 those lines' nodes unread and hands the adapter the value instead (``settled``), unless the
-adapter finds it does not hold and asks for them (``unsettle``). Such a line may have no node
-in the memo at all (a cold load kept none: ``Adapter.settling``); the adapter reads it from
-the file then.
+adapter finds it does not hold and asks for them (``unsettle``). Such a line may have neither
+node nor digest in the memo (a cold load kept what it gives, not the line:
+``Adapter.settling``); the adapter reads it from the file then.
 
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
 values headed by their sha256). A run that resumed the file appends a section with only what
@@ -59,12 +59,13 @@ from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 9  # the file's layout, what a kept node and a packed item look like (9: settled, by column)
+VERSION = 10  # the file's layout, what a kept node and a packed item look like (10: no node nor digest before the settled line)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
 MAX_SECTIONS = 64  # from this many, the memo is written anew as one (what a resumed run reads stays few values)
 _END = marshal.dumps(None)  # ends the nodes and the items of a section
+_NO_DIGEST = bytes(DIGEST_BYTES)
 
 
 def digest(raw: bytes) -> bytes:
@@ -274,6 +275,11 @@ class LineMemo:
         """Take the digest of a line as it is read (before its bytes are let go)."""
         self.digests += digest(record.raw)
 
+    def note_settled(self) -> None:
+        """A line before the shown one, of which the adapter keeps what it gives, not a node
+        (``Adapter.settling``): nothing to look up by its bytes, so no digest (zeros)."""
+        self.digests += _NO_DIGEST
+
     def node(self, adapter) -> Any:
         """The node of the line noted last, when a line with its bytes was measured before."""
         if self._nodes is None:
@@ -282,9 +288,11 @@ class LineMemo:
                 for part in self._parts:
                     data = part.digests
                     keys = (data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES))
-                    self._nodes.update(zip(keys, part.read_nodes()))
+                    self._nodes.update((key, kept) for key, kept in zip(keys, part.read_nodes()) if kept is not None)
             except (ValueError, EOFError, TypeError):
                 self._nodes, self._parts = {}, []
+        if not self._nodes:
+            return None  # (a file measured for the first time)
         kept = self._nodes.pop(bytes(self.digests[-DIGEST_BYTES:]), None)  # let go of it (a repeated line is parsed)
         if kept is None:
             return None
