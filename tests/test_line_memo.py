@@ -229,14 +229,15 @@ def test_a_damaged_memo_is_ignored(grown):
 @pytest.fixture(scope="module")
 def compacting(tmp_path_factory):
     """A session in the real shape, which compacts where Claude Code does: three compactions
-    at least, and the line of each."""
+    at least, the third 200 lines before the end at least, and the line of each."""
     path = tmp_path_factory.mktemp("compacting") / "session.jsonl"
     size = 5.0
     while True:
         generate(path, "claude-code", size, shape="real")
-        boundaries = [n for n, line in enumerate(lines_of(path)) if b'"subtype":"compact_boundary"' in line
+        lines = lines_of(path)
+        boundaries = [n for n, line in enumerate(lines) if b'"subtype":"compact_boundary"' in line
                       and b'"isSidechain":false' in line and line.startswith(b'{"parentUuid":null')]
-        if len(boundaries) >= 3:
+        if len(boundaries) >= 3 and len(lines) > boundaries[2] + 200:
             return path, boundaries
         size *= 1.5
 

@@ -305,6 +305,7 @@ def counter_for(model: str | None, exact: bool = True, cache: bool = True, jobs:
 
 _LENGTH = None  # the workers' count function: set before the fork, so every worker (and a replacement) has it
 MIN_PARALLEL_CHARS = 2_000_000  # below this a fork costs more than it saves
+KILL_WAIT = 2.0  # seconds the workers' pool gets to stop once they are killed
 
 
 def _leave_interrupts_to_the_parent() -> None:
@@ -378,13 +379,22 @@ class Workers:
         return wait
 
     def close(self, kill: bool = False) -> None:
-        if self.pool is not None:
-            pool, self.pool = self.pool, None
-            if kill:
-                pool.terminate()
-            else:
-                pool.close()
+        """Let the processes finish (``kill``: stop them now, on Ctrl-C or a failure)."""
+        if self.pool is None:
+            return
+        pool, self.pool = self.pool, None
+        if not kill:
+            pool.close()
             pool.join()
+            return
+        # ``Pool.terminate`` stops the workers, then waits for the thread that sends them
+        # batches: one caught sending a batch larger than the pipe holds to a worker that is
+        # gone waits forever (seen under load on Ctrl-C). It gets a moment; the run ends anyway.
+        import threading
+
+        stopping = threading.Thread(target=pool.terminate, daemon=True)
+        stopping.start()
+        stopping.join(KILL_WAIT)
 
 
 def _fork_context():
