@@ -414,7 +414,7 @@ def _uuids(obj: Any) -> tuple[Any, Any]:
     return uuid_key(obj.get("uuid")), uuid_key(obj.get("parentUuid"))
 
 
-def _uuid(obj: Any, name: str) -> Any:
+def uuid_of(obj: Any, name: str) -> Any:
     """A line's uuid field as the chain keys it (a node keeps it so)."""
     return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
 
@@ -517,7 +517,7 @@ def build_chain(records: list[Record], settled: Settled | None = None) -> Chain 
             segments.append([])  # the lines before it, not read: ``settled`` says what they give
             chain.settled = settled
             break
-        start = resolve(_uuid(objs[boundary], "logicalParentUuid"), boundary)
+        start = resolve(uuid_of(objs[boundary], "logicalParentUuid"), boundary)
         if start is None:  # the logical parent is missing (#40027): an empty older segment
             if settled is not None:
                 return None  # or among the lines not read

@@ -67,21 +67,8 @@ from lookout_cli.formats.claude_items import (
     usage_node,
     usage_view,
 )
-from lookout_cli.formats.claude_settled import (
-    Settling,
-    settled,
-    settled_from,
-    settled_plain,
-)
-from lookout_cli.formats.view import (
-    IMAGE,
-    SETUP,
-    THINKING,
-    TOOL_CALL,
-    TOOL_RESULT,
-    Item,
-    View,
-)
+from lookout_cli.formats.claude_settled import Settling, settled, settled_from, settled_plain
+from lookout_cli.formats.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
 
 SUMMARY_PREFIX = (
     "This session is being continued from a previous conversation that ran out of context. "
@@ -100,8 +87,8 @@ ENVELOPE_LOOKBACK = 200  # conversation lines read back for envelope fields the 
 
 def fresh_stamp(records: list[Record], chain: Chain) -> str:
     """Now, or just after the newest timestamp in the file if that is later (clock skew):
-    Claude Code resumes from the childless line with the newest timestamp. Of the lines a
-    settled value stands for (not read), that of the newest such line (``chain.latest``)."""
+    Claude Code resumes from the childless line with the newest timestamp: of the lines a
+    settled value stands for (not read), the newest such line's (``chain.latest``)."""
     stamp = _dt.datetime.now(_dt.timezone.utc)
     start = chain.settled.at if chain.settled is not None else 0
     newest = parse_time(chain.latest) if start else None

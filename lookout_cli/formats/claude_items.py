@@ -29,9 +29,7 @@ from typing import Any
 
 import orjson
 
-from lookout_cli.core.jsonl import (
-    dumps_text as dumps,  # the openai and anthropic views count calls so too
-)
+from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthropic views count calls so too
 from lookout_cli.core.jsonl import last_line_holding
 from lookout_cli.formats import CALL_BLOCKS, as_str, interned, type_of
 from lookout_cli.formats.claude_chain import (
@@ -43,6 +41,7 @@ from lookout_cli.formats.claude_chain import (
     message_id,
     tool_calls,
     usage_of,
+    uuid_of,
 )
 from lookout_cli.formats.view import (
     IMAGE,
@@ -629,7 +628,7 @@ def figures_of(obj: Any) -> _Response | None:
     if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
         return None
     timestamp = obj.get("timestamp")
-    return _Response((message_id(obj) or obj.get("requestId") or obj.get("uuid") or None,
+    return _Response((message_id(obj) or obj.get("requestId") or uuid_of(obj, "uuid") or None,
                       uncached, write, read, output, _int(write_1h), interned(model) if type(model) is str else None,
                       timestamp if type(timestamp) is str else None))
 

@@ -2,15 +2,15 @@
 
 A long session is many segments, and the view reads of the ones before its last boundary only
 what they add up to: the older segments' usages (with the ids they are counted by), their
-compactions, and the time of the newest leaf they offer. That value comes from three places:
+compactions, and the time of the newest leaf they offer. That value comes from two places:
 
 - a view built from every line (``settled``), which the line memo keeps (``settled_plain``,
   ``settled_from``) for the next measure of the grown file, and ``compact`` for the views it
   builds after writing;
 - a cold load of a file (``Settling``), which reads the lines before the last boundary into
-  columns as it parses them (a parent's position a line, a byte of flags, the responses'
-  figures) instead of keeping a node a line: about a sixth of the memory, and no tuples to
-  build.
+  columns as it parses them (a parent's position and a byte of flags a line, each uuid's
+  line, the responses' figures) instead of keeping a node a line: no tuples to build, and
+  what it keeps of a line is let go once the value is made.
 
 ``claude_chain.build_chain`` takes the value only when it is the chain every line gives (else
 the caller reads those lines' nodes after all).
@@ -28,7 +28,6 @@ from lookout_cli.formats.claude_chain import (
     MOVED_FIELD,
     MOVED_KIND,
     Chain,
-    Node,
     RecentUuids,
     Settled,
     is_boundary,
@@ -66,13 +65,9 @@ def settled_from(kept: tuple, records: list) -> Settled:
 _SIDE, _BOUNDARY, _ABOVE = 1, 2, 4  # a line's flags: a sidechain line, a main compaction, a conversation line below
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 class Settling:
     """``Adapter.settling`` for Claude Code: the lines before the last compaction, each as it is
-    parsed (``add``, in file order, a parsed value, a node or None), kept as what the chain
+    parsed (``add``, in file order: a parsed value, None when not a JSON object), kept as what the chain
     walk reads of them, and ``settled(records)`` once the line of that compaction is read.
 
     A parent is written before its children, so in file order the parent a line names is the
@@ -91,14 +86,14 @@ class Settling:
         self.compactions: dict[int, Compaction] = {}
         self.broken = False  # a line this does not follow (a preserved segment): the chain reads every line
 
-    def add(self, obj: Any) -> None:
-        """The next line (its parsed value or node; None when it is not a JSON object)."""
+    def add(self, obj: dict | None) -> None:
+        """The next line's parsed value (None when it is not a JSON object)."""
         parents, flags = self.parents, self.flags
         pos = len(flags)
         kind = obj.get("type") if obj is not None else None
-        if kind is None and type(obj) is dict and MOVED_FIELD in obj:
-            kind = MOVED_KIND
-        key = _same if type(obj) is Node else self.recent.key  # a node keeps its uuids as keys
+        if type(kind) is not str:
+            kind = MOVED_KIND if kind is None and obj is not None and MOVED_FIELD in obj else None
+        key = self.recent.key
         uid = key(obj.get("uuid")) if kind in CHAIN_TYPES else None
         if uid is None:
             parents.append(-1)
@@ -126,7 +121,7 @@ class Settling:
                         self.figures[pos] = figures
                 elif kind == "system" and is_boundary(obj):
                     flag |= _BOUNDARY
-                    self._boundary(pos, obj, key)
+                    self._boundary(pos, obj)
         elif kind == MOVED_KIND and not side:
             figures = figures_of(obj)
             if figures is not None:
@@ -134,10 +129,10 @@ class Settling:
         flags.append(flag)
         by_uuid[uid] = pos
 
-    def _boundary(self, pos: int, obj: Any, key) -> None:
+    def _boundary(self, pos: int, obj: dict) -> None:
         if preserved_segment(obj) is not None:
             self.broken = True
-        logical = key(obj.get("logicalParentUuid"))
+        logical = self.recent.key(obj.get("logicalParentUuid"))
         self.logical[pos] = self.by_uuid.get(logical, -1) if logical is not None else -1
         self.compactions[pos] = compaction_of(None, obj)
 
