@@ -90,9 +90,9 @@ class Transcript:
         self.sink: Callable[[View, Item], None] | None = None
         self.memo = None  # line_memo.LineMemo: what a lean measure of this file learned before
         self.early = None  # early.EarlyItems: the items each line gave as it was read
-        # what the lines before some line give the view (``Adapter.settled``), set by an edit
-        # that changes none of them, for the views built after it (until lines are inserted
-        # or removed)
+        # what the lines before some line give the view (``Adapter.settled``): from a cold
+        # load's ``Adapter.settling``, or set by an edit that changes none of them, for the
+        # views built after it (until lines are inserted or removed)
         self.settled = None
 
     @property
@@ -187,7 +187,7 @@ class Adapter:
         ``marshal`` keeps: (that line's position, the value); None when there is none or it is
         the one before line ``known`` (which the caller holds). A measure that resumes the grown
         file (``line_memo``) hands the value back as ``memo.settled`` and leaves those lines'
-        nodes out, unless the adapter asks for them (``memo.unsettle()``)."""
+        nodes out (``memo.unsettle()`` when the adapter finds it does not hold)."""
         return None
 
     def revive(self, kept: Any) -> Any:
@@ -215,7 +215,7 @@ class Adapter:
     def settling(self) -> Any:
         """For a load of a whole file, a reader of the lines before the one it is shown from
         that keeps what they give the view instead of a node a line: its ``add(value)`` takes
-        each line in order (its parsed value or node, None when not a JSON object), and
+        each line in order (its parsed value, None when not a JSON object), and
         ``settled(records)``, once they are read, gives the value the view takes (as
         ``Transcript.settled``) or None. None: every line keeps its node."""
         return None

@@ -30,12 +30,13 @@ studies of its source [secondary]) is followed where it is known:
   a response on the path, and tool results answering its calls, are stitched back in when their
   parent is on the path.
 
-A measure that resumes a grown file from its line memo may leave out the nodes of the lines
-before the last compaction it found, and hand ``build_chain`` what those lines gave instead
-(``Settled``: the older segments' usages and compactions). The chain is built from the lines
-after it, and only when that is the chain the whole file gives: none of them names a parent
-it cannot find, no preserved segment, the walk reaches that compaction, and no line before it
-is a newer leaf. Else ``build_chain`` says None and the caller reads those nodes after all.
+A cold load of a file (``claude_settled.Settling``) and a measure that resumes a grown file
+from its line memo leave out the nodes of the lines before the last compaction they found, and
+hand ``build_chain`` what those lines give instead (``Settled``: the older segments' usages and
+compactions). The chain is built from the lines after it, and only when that is the chain the
+whole file gives: none of them names a parent it cannot find, no preserved segment, the walk
+reaches that compaction, and no line before it is a newer leaf. Else ``build_chain`` says None
+and the caller reads those lines after all.
 """
 
 from __future__ import annotations

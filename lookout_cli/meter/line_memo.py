@@ -19,10 +19,10 @@ numbers, a result's tool name). A line whose items depend on the next line is no
 A session compacts again and again, and what the lines before its last compaction give the
 view does not change as it grows: the memo keeps that too (``Adapter.settled``: for Claude
 Code, the older segments' usages and compactions), and a run that resumes the file leaves
-those lines' nodes unread and hands the adapter the value instead (``settled``), unless the
-adapter finds it does not hold and asks for them (``unsettle``). Such a line may have neither
-node nor digest in the memo (a cold load kept what it gives, not the line:
-``Adapter.settling``); the adapter reads it from the file then.
+those lines' nodes unread and hands the adapter the value instead (``settled``); when the
+adapter finds it does not hold (``unsettle``), it reads those lines from the file. Such a line
+may have neither node nor digest in the memo (a cold load kept what it gives, not the line:
+``Adapter.settling``).
 
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
 values headed by their sha256). A run that resumed the file appends a section with only what
@@ -100,21 +100,13 @@ class _Part:
             self.nodes = self._list()
         return self.nodes
 
-    def nodes_from(self, at: int, unread: list[tuple[int, memoryview]]) -> list:
-        """The nodes, None for the lines before line ``at``: the chunks that hold such lines
-        are added to ``unread`` with their first line (those of only such lines not loaded)."""
+    def nodes_from(self, at: int) -> list:
+        """The nodes, None for the lines of the chunks wholly before line ``at`` (not loaded)."""
         first, end = self.header["first"], self.header["end"]
         out: list = []
         for start, raw in zip(range(first, end, CHUNK), self.rest):  # as ``LineMemo.save`` cuts them
             stop = min(start + CHUNK, end)
-            if start < at:
-                unread.append((start, raw))
-            if stop <= at:
-                out += itertools.repeat(None, stop - start)
-            else:
-                chunk = marshal.loads(raw)
-                chunk[:max(0, at - start)] = itertools.repeat(None, max(0, at - start))
-                out += chunk
+            out += itertools.repeat(None, stop - start) if stop <= at else marshal.loads(raw)
         if next(self.rest, None) != _END:
             raise ValueError("a list of chunks not ended")
         self.nodes = out
@@ -153,12 +145,9 @@ class LineMemo:
         self._items: dict[Any, list[tuple]] | None = None  # line (resumed) or digest -> packed items
         self._nodes: dict[bytes, Any] | None = None  # digest -> kept node, for a rewritten file
         # resumed: what the lines before ``_settled_at`` give the adapter (``Adapter.settled``),
-        # their nodes left unread (the chunks, with their first line), and every record
+        # their nodes left unread
         self.settled: Any = None
         self._settled_at = 0
-        self._unread: list[tuple[int, memoryview]] = []
-        self._records: list[LeanRecord] = []
-        self._adapter = None
         read = sealed_sections(memo_path(self.path, self.key))
         self._parts: list[_Part] = []
         try:
@@ -233,12 +222,10 @@ class LineMemo:
             at = holder.header["settled"] if holder is not None else 0
             if not 0 < at < count:
                 at, holder = 0, None
-            self._unread = []
-            nodes = [kept for part in self._parts for kept in part.nodes_from(at, self._unread)]
+            nodes = [kept for part in self._parts for kept in part.nodes_from(at)]
             if len(nodes) != count:
                 raise ValueError("not a node a line")
             records = list(map(LeanRecord, range(1, count + 1), itertools.repeat(index), itertools.repeat(None)))
-            self._records = records
             revive = adapter.revive
             for record, kept in zip(records[at:], nodes[at:]):
                 if kept is not None:
@@ -247,10 +234,9 @@ class LineMemo:
             self._settled_at = at
             items = {pos: packed for part in self._parts for pos, packed in part.items()}
         except (ValueError, EOFError, TypeError, IndexError, KeyError):  # not what this lookout keeps
-            self._old, self._parts, self._unread, self.settled = None, [], [], None
+            self._old, self._parts, self.settled = None, [], None
             return None
         self._items = items
-        self._adapter = adapter
         self._first, self._resumed = count, True
         self._resumed_as_counted = old["format"] == adapter.name
         self._old_digests = b"".join(part.digests for part in self._parts)
@@ -262,14 +248,9 @@ class LineMemo:
         return records, index
 
     def unsettle(self) -> None:
-        """The adapter needs the nodes of the lines ``settled`` stands for after all: read them."""
-        revive, records = self._adapter.revive, self._records
-        for start, raw in self._unread:
-            chunk = marshal.loads(raw)
-            for record, kept in zip(records[start:start + len(chunk)], chunk):
-                if kept is not None and record.node is None:
-                    record.node = revive(kept)
-        self._unread, self.settled, self._settled_at = [], None, 0
+        """``settled`` does not hold: the adapter reads the lines it stood for from the file,
+        and this run's memo says what they give again."""
+        self.settled, self._settled_at = None, 0
 
     def note(self, record: LeanRecord) -> None:
         """Take the digest of a line as it is read (before its bytes are let go)."""
@@ -322,8 +303,6 @@ class LineMemo:
         if not (self._old and tuple(self._old["count"]) == self._count):
             self._items = {}
             self._resumed_as_counted = False  # the items it holds are counted otherwise: written anew
-        self._unread = []  # the chain is built: what it did not read stays unread (a memo written anew
-        # keeps no node for those lines; a run that needs them reads them from the file)
 
     def items(self, pos: int) -> list[tuple] | None:
         """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""
