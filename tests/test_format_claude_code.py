@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import operator
 
 import pytest
 from claude_code_helpers import (
@@ -748,6 +749,20 @@ _LAST = [_boundary("b2", "a3c", _t(20)), _line("s2", "b2", "user", "summary two"
          _line("u4", "s2", "user", "fourth", ts=_t(22)), _line("a4", "u4", "assistant", "four", "m4", ts=_t(23))]
 
 
+def _own_figures(numbered: tuple[int, bytes]) -> bytes:
+    """A response line with figures and a model of its own (the line's number in each), so that
+    a figure read from another response or column shows."""
+    n, line = numbered
+    obj = json.loads(line)
+    usage = obj["message"].get("usage") if obj["type"] == "assistant" else None
+    if usage is None or usage["input_tokens"] != 1:
+        return line
+    usage.update(input_tokens=n + 1, cache_creation_input_tokens=10 * n + 5, cache_read_input_tokens=1000 + n,
+                 output_tokens=2 * n + 1, cache_creation={"ephemeral_1h_input_tokens": n})
+    obj["message"]["model"] = f"claude-opus-4-{n % 3}"
+    return json.dumps(obj).encode() + b"\n"
+
+
 @pytest.mark.parametrize("case, lines, settled", [
     ("two older segments", _OLDER + _LAST, True),
     ("a line after the last compaction follows one before it", _OLDER + _LAST + [
@@ -760,6 +775,10 @@ _LAST = [_boundary("b2", "a3c", _t(20)), _line("s2", "b2", "user", "summary two"
      _OLDER + [_boundary("b2", "nowhere", _t(20))] + _LAST[1:], True),
     ("a partial compaction", _OLDER + [_boundary("b2", "a3", _t(20), preservedSegment={
         "headUuid": "u3", "anchorUuid": "s2", "tailUuid": "a3"})] + _LAST[1:], False),
+    ("a count before the last compaction past 64 bits", _OLDER[:5] + [_line(  # (orjson refuses a lone surrogate)
+        "a2", "u2", "assistant", "two", "m2", ts=_t(6), message={
+            "id": "m2", "role": "assistant", "model": "claude-opus-4-1", "content": [{"type": "text", "text": "\ud800"}],
+            "usage": {"input_tokens": 2**70, "output_tokens": 1}})] + _OLDER[6:] + _LAST, False),
 ])
 def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_they_give(tmp_path, case, lines,
                                                                                           settled):
@@ -768,7 +787,7 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
     when that is not the chain every line gives, the lines are read after all."""
     from lookout_cli.options import Run
 
-    data = b"".join(lines)
+    data = b"".join(map(_own_figures, enumerate(lines)))
     path = tmp_path / "s.jsonl"
     path.write_bytes(data)
     lean = Run("measure", file=str(path), isolated=True).load()
@@ -776,8 +795,9 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
     view = lean.view()
     assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
         [(i.kind, i.text, i.record.lineno) for i in whole.items]
-    assert [(u.record.lineno, u.input, u.timestamp) for u in view.usages] == \
-        [(u.record.lineno, u.input, u.timestamp) for u in whole.usages]
+    figures = operator.attrgetter("record.lineno", "input", "cache_write", "cache_read", "output", "cache_write_1h",
+                                  "model", "timestamp")
+    assert list(map(figures, view.usages)) == list(map(figures, whole.usages))
     assert [(c.record.lineno, c.before) for c in view.compactions] == \
         [(c.record.lineno, c.before) for c in whole.compactions]
     last = max(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)

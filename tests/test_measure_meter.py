@@ -3,6 +3,7 @@ targets, meter state."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -37,6 +38,27 @@ def test_long_context_prompt_pays_long_rates_for_everything():
     short = cost.usage_cost(usage(input=1_000, output=100), m)  # under the threshold: base rates
     assert short == pytest.approx({"input": 1_000 * 3.0 / 1e6, "cache_write": 0, "cache_read": 0,
                                    "output": 100 * 15.0 / 1e6})
+
+
+def test_the_total_adds_up_each_response_at_its_own_model_and_rate():
+    # responses added up by model and rate come to what each one costs by itself
+    long_model, other = "claude-sonnet-4-5[1m]", "claude-opus-4-1"
+    usages = [usage(model=long_model, input=1_000, cache_write=3_000, cache_write_1h=5_000, output=100),
+              usage(model=long_model, input=10_000, cache_read=250_000, cache_write=40_000, cache_write_1h=20_000,
+                    output=2_000),
+              usage(model=other, input=7, cache_write=900, cache_read=5_000, output=40),
+              usage(model="<synthetic>", input=50, output=5),  # priced at the measured model
+              usage(model="no-such-model-x", input=5, output=5),
+              usage(model=long_model, input=300_000, output=1)]
+    total = cost.total_cost(usages, lookup, other)
+    each = [cost.usage_cost(dataclasses.replace(u, model=other if u.model == "<synthetic>" else u.model),
+                            lookup(other if u.model == "<synthetic>" else u.model)) for u in usages]
+    priced = [parts for parts in each if parts is not None]
+    assert (total.priced, total.unpriced) == (5, 1)
+    for kind in ("input", "cache_write", "cache_read", "output"):
+        assert getattr(total, kind) == pytest.approx(sum(parts[kind] for parts in priced))
+    assert total.usd == pytest.approx(sum(sum(parts.values()) for parts in priced))
+    assert set(total.models) == {lookup(long_model).name, lookup(other).name}
 
 
 def test_unknown_models_are_not_priced():

@@ -19,6 +19,8 @@ the caller reads those lines' nodes after all).
 from __future__ import annotations
 
 import array
+import bisect
+from operator import attrgetter
 from typing import Any
 
 from lookout_cli.core.times import parse_time
@@ -46,13 +48,19 @@ def settled(chain: Chain, view: View) -> Settled | None:
     return Settled(at, view.usages[:len(keys)], keys, view.compactions[:-1], latest)  # the last: the boundary's own
 
 
+_USAGE_COLUMNS = ("input", "cache_write", "cache_read", "output", "cache_write_1h", "model", "timestamp")
+
+
 def settled_plain(found: Settled) -> tuple:
     """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it:
     the usages by column (a tuple a figure, not one a response)."""
-    rows = [(u.record.lineno - 1, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h, u.model,
-             u.timestamp) for u in found.usages]
+    usages = found.usages
+    # column by column: a tuple a response first, turned into columns, took more memory at
+    # once than the rest of a long session's memo
+    columns = (tuple([u.record.lineno - 1 for u in usages]),
+               *(tuple(map(attrgetter(name), usages)) for name in _USAGE_COLUMNS))
     compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
-    return found.at, tuple(found.keys), tuple(zip(*rows)), compactions, found.latest
+    return found.at, tuple(found.keys), columns if usages else (), compactions, found.latest
 
 
 def settled_from(kept: tuple, records: list) -> Settled:
@@ -81,7 +89,7 @@ class Settling:
         self.parents = array.array("q")  # each line's parent's position, -1: none
         self.flags = bytearray()
         self.stamps: dict[int, str] = {}  # the times of the main conversation lines nothing is below yet
-        self.figures: dict[int, Any] = {}  # the main responses' usages (``figures_of``)
+        self.figures = _Figures()  # the main responses' usages
         self.logical: dict[int, int] = {}  # each main compaction's logical parent's position, -1: none
         self.compactions: dict[int, Compaction] = {}
         self.broken = False  # a line this does not follow (a preserved segment): the chain reads every line
@@ -118,14 +126,14 @@ class Settling:
                 if kind == "assistant":
                     figures = figures_of(obj)
                     if figures is not None:
-                        self.figures[pos] = figures
+                        self.figures.add(pos, figures)
                 elif kind == "system" and is_boundary(obj):
                     flag |= _BOUNDARY
                     self._boundary(pos, obj)
         elif kind == MOVED_KIND and not side:
             figures = figures_of(obj)
             if figures is not None:
-                self.figures[pos] = figures
+                self.figures.add(pos, figures)
         flags.append(flag)
         by_uuid[uid] = pos
 
@@ -141,7 +149,7 @@ class Settling:
         at; None when it is not (or a line read is one this does not follow)."""
         at = len(self.flags)
         node = records[at].node if at < len(records) else None
-        if self.broken or node is None or not is_boundary(node) or node.get("isSidechain") is True \
+        if self.broken or self.figures.broken or node is None or not is_boundary(node) or node.get("isSidechain") is True \
                 or preserved_segment(node) is not None:
             return None
         logical = node.get("logicalParentUuid")
@@ -184,3 +192,35 @@ class Settling:
         offered = [stamp for stamp in self.stamps.values() if parse_time(stamp) is not None]
         latest = max(offered, key=parse_time) if offered else None
         return Settled(at, usages, responses.keys, compactions, latest)
+
+
+class _Figures:
+    """The main responses' figures (``figures_of``) by column, looked up by the line's position:
+    a tuple a response, with an object a number, took twice the room (a long session records
+    a hundred thousand responses before its last compaction)."""
+
+    def __init__(self) -> None:
+        self.at = array.array("q")  # the lines' positions, in file order
+        self.numbers = array.array("q")  # five a response: input, cache write, cache read, output, 1-hour write
+        self.keys: list[Any] = []
+        self.models: list[str | None] = []
+        self.stamps: list[str | None] = []
+        self.broken = False  # a count past 64 bits: the chain reads every line
+
+    def add(self, pos: int, figures: tuple) -> None:
+        numbers = figures[1:6]
+        if max(numbers) >= 1 << 63:
+            self.broken = True
+            return
+        self.at.append(pos)
+        self.numbers.extend(numbers)
+        self.keys.append(figures[0])
+        self.models.append(figures[6])
+        self.stamps.append(figures[7])
+
+    def get(self, pos: int) -> tuple | None:
+        """The figures of the line at ``pos``, as ``figures_of`` gave them; None: no response."""
+        n = bisect.bisect_left(self.at, pos)
+        if n == len(self.at) or self.at[n] != pos:
+            return None
+        return self.keys[n], *self.numbers[5 * n:5 * n + 5], self.models[n], self.stamps[n]

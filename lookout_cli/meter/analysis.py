@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -510,7 +510,7 @@ class Meter:
     duplicates: list[DuplicateRead]
     reclaimable: list[Reclaimable]
     reclaimable_total: int
-    series: list[dict]  # per recorded response: line, timestamp, prompt, output, context, compaction
+    series: Series
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -602,19 +602,41 @@ def meter_state(percent: float, amber: float, red: float, hidden: float = HIDDEN
     return "normal"
 
 
-def series(view: View, found: list[Response]) -> list[dict]:
-    """One point per recorded response: what the provider counted, for the plot."""
-    in_context = {id(r.usage) for r in found}
+@_record
+class Series:
+    """One point per recorded response, for the plot and ``--json``: what the provider counted.
+    Kept as columns: a long session records tens of thousands of responses, and a dict a point
+    cost more to build and to save than the rest of the meter. Iterating gives the points."""
+
+    lines: list[int]
+    timestamps: list[str | None]
+    prompts: list[int]
+    outputs: list[int]
+    in_context: list[int]  # the points of the responses in the current context
+    compaction_before: list[int]  # the points a compaction comes before (after the previous point)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __iter__(self) -> Iterator[dict]:
+        inside, after = set(self.in_context), set(self.compaction_before)
+        for n, (line, timestamp, prompt, output) in enumerate(zip(self.lines, self.timestamps, self.prompts,
+                                                                  self.outputs)):
+            yield {"n": n, "line": line, "timestamp": timestamp, "prompt": prompt, "output": output,
+                   "context": prompt + output, "in_context": n in inside, "compaction_before": n in after}
+
+
+def series(view: View, found: list[Response]) -> Series:
     usages = view.usages
     lines = [usage.record.lineno for usage in usages]
+    inside = {id(r.usage) for r in found}
     marks = sorted(c.record.lineno for c in view.compactions)
     # a compaction before a point lies after the previous point's line, up to its own: the
     # count of compactions up to a line (bisect_right) grows there
-    upto = [bisect.bisect_right(marks, line) for line in (0, *lines)] if marks else None
-    return [{"n": n, "line": line, "timestamp": usage.timestamp, "prompt": usage.prompt,
-             "output": usage.output, "context": usage.prompt + usage.output, "in_context": id(usage) in in_context,
-             "compaction_before": upto is not None and upto[n + 1] > upto[n]}
-            for n, (usage, line) in enumerate(zip(usages, lines))]
+    upto = [bisect.bisect_right(marks, line) for line in (0, *lines)] if marks else []
+    return Series(lines, [usage.timestamp for usage in usages], [usage.prompt for usage in usages],
+                  [usage.output for usage in usages], [n for n, usage in enumerate(usages) if id(usage) in inside],
+                  [n for n in range(len(lines)) if upto[n + 1] > upto[n]] if marks else [])
 
 
 def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,

@@ -111,18 +111,20 @@ class _Sum:
 
     __slots__ = ("first", "input", "n", "output", "read", "write_1h", "write_5m")
 
-    def __init__(self, first: Usage) -> None:
-        self.first = first  # long-context or not, as every response of the group
-        self.input = self.write_5m = self.write_1h = self.read = self.output = self.n = 0
-
-    def add(self, usage: Usage) -> None:
-        one_hour = min(usage.cache_write_1h, usage.cache_write)
-        self.input += usage.input
-        self.write_5m += usage.cache_write - one_hour
-        self.write_1h += one_hour
-        self.read += usage.cache_read
-        self.output += usage.output
-        self.n += 1
+    def __init__(self, usages: list[Usage]) -> None:
+        self.first = usages[0]  # long-context or not, as every response of the group
+        self.n = len(usages)
+        uncached = write = write_1h = read = output = 0
+        for usage in usages:  # the hot loop of a long session's cost: locals only
+            one_hour = usage.cache_write_1h
+            if one_hour:
+                one_hour = min(one_hour, usage.cache_write)
+                write_1h += one_hour
+            uncached += usage.input
+            write += usage.cache_write - one_hour
+            read += usage.cache_read
+            output += usage.output
+        self.input, self.write_5m, self.write_1h, self.read, self.output = uncached, write, write_1h, read, output
 
     def usage(self) -> Usage:
         """The group as one response (whose prices are those of each of its responses)."""
@@ -133,33 +135,32 @@ class _Sum:
 def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
     """The cost of every recorded response, each at its own model's prices (responses of one
     model and rate priced together: the same dollars up to float rounding)."""
-    usages = list(usages)
     cost = Cost(usd=None)
-    groups: dict[tuple, _Sum] = {}
-    models: dict[str | None, Any] = {}
-    keys: list[tuple | None] = []  # each response's group (None: no known model)
+    by_name: dict[str | None, list[Usage]] = {}
+    names: dict[str | None, str | None] = {}  # a usage's model -> the model it is priced at
     for usage in usages:
-        name = usage.model if usage.model and not usage.model.startswith("<") else default_model
-        model = models[name] if name in models else models.setdefault(name, model_for(name))
+        model = usage.model
+        name = names.get(model, names)
+        if name is names:
+            name = names[model] = model if model and not model.startswith("<") else default_model
+        group = by_name.get(name)
+        if group is None:
+            group = by_name[name] = []
+        group.append(usage)
+    for name, group in by_name.items():
+        model = model_for(name)
         if model is None or not getattr(model, "known", True):
-            cost.unpriced += 1
-            keys.append(None)
+            cost.unpriced += len(group)
             continue
         threshold = getattr(model, "long_context_threshold", None)
-        key = (name, threshold is not None and usage.prompt > threshold)
-        keys.append(key)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Sum(usage)
-        group.add(usage)
-    for key, group in groups.items():
-        model = models[key[0]]
-        parts = usage_cost(group.usage(), model, key[1])
-        if parts is not None:
-            _add(cost, parts, model, group.n)
-        else:  # a price some response needs is unknown: which ones, one by one
-            for usage, own in zip(usages, keys):
-                if own == key:
+        rates = [(False, group)] if threshold is None else \
+            [(long, part) for long in (False, True) if (part := [u for u in group if (u.prompt > threshold) is long])]
+        for long, part in rates:
+            parts = usage_cost(_Sum(part).usage(), model, long)
+            if parts is not None:
+                _add(cost, parts, model, len(part))
+            else:  # a price some response needs is unknown: which ones, one by one
+                for usage in part:
                     _add(cost, usage_cost(usage, model), model)
     if cost.priced:
         cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output

@@ -14,6 +14,7 @@ pillow is imported inside the functions that draw or measure text only.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from lookout_cli.core.errors import LookoutError
@@ -281,7 +282,7 @@ def _rule(draw, y: int, x0: int, x1: int, colour, dash: int, width: int) -> None
         draw.line([(x, y), (min(x + dash, x1), y)], fill=colour, width=width)
 
 
-def x_caption(series: list[dict]) -> str:
+def x_caption(series: Collection[dict]) -> str:
     """What the x axis counts, and when the responses were (from their timestamps)."""
     caption = "response (prompt + output, as the provider counted them)"
     times = [t for t in (parse_time(p.get("timestamp")) for p in series) if t is not None]

@@ -217,7 +217,7 @@ def to_dict(meter: Meter, source: str | None = None, fail_at: float | None = Non
                 for r in meter.reclaimable
             ],
         },
-        "series": meter.series,
+        "series": list(meter.series),
         "fail_at": None if fail_at is None else {"percent": fail_at, "failed": meter.percent >= fail_at},
         "notes": list(meter.notes),
     }

@@ -31,7 +31,7 @@ from lookout_cli.meter import state as measure_state
 from lookout_cli.meter.analysis import RULES_FILES, Meter, Settings
 from lookout_cli.meter.cost import warm_from
 
-SCHEMA = 1
+SCHEMA = 2  # 2: the series by column
 REUSED = "the file is unchanged since it was last measured: these figures are reused (--no-cache measures again)"
 
 
