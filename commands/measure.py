@@ -159,7 +159,9 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     else:
         cache = not no_cache and run.flag("measure.cache", default=True)
         meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache)
-    report = to_dict(meter, run.source, fail_at)
+    # the JSON report (a point a response: a long session's takes longer to build than the rest
+    # of the meter) only where it goes
+    report = to_dict(meter, run.source, fail_at) if json_out or report_only or run.report_path else None
     if plot_path:
         from lookout_cli.meter.plot import draw
 
@@ -172,7 +174,7 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
         if transcript is None:
             run.pass_through(report)  # measured before and unchanged since: nothing was parsed
         else:
-            run.finish(transcript, report)
+            run.finish(transcript, report, changes=0)  # measure changes nothing: no line to look at
 
     if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
         finish()  # the transcript still goes where -o / -i send it

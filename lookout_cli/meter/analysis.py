@@ -288,8 +288,11 @@ def locate(view: View, usage: Usage, positions: _Positions | None = None) -> Res
 def responses(view: View, positions: _Positions | None = None) -> list[Response]:
     """Every recorded usage that belongs to the current context, in order."""
     positions = positions or _Positions(view)
+    before, by_record = positions.first_line, positions.by_record
     found = []
     for usage in view.usages:
+        if usage.record.lineno < before and id(usage.record) not in by_record:
+            continue  # before the current context (``locate``'s first test, without the call)
         response = locate(view, usage, positions)
         if response is not None:
             found.append(response)

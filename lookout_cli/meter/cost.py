@@ -44,15 +44,15 @@ class CacheTotals:
 
 
 def cache_totals(usages: Iterable[Usage]) -> CacheTotals:
-    totals = CacheTotals()
-    for u in usages:
-        totals.requests += 1
-        totals.input += u.input
-        totals.cache_write += u.cache_write
-        totals.cache_write_1h += u.cache_write_1h
-        totals.cache_read += u.cache_read
-        totals.output += u.output
-    return totals
+    requests = uncached = write = write_1h = read = output = 0
+    for u in usages:  # locals: a long session records tens of thousands
+        requests += 1
+        uncached += u.input
+        write += u.cache_write
+        write_1h += u.cache_write_1h
+        read += u.cache_read
+        output += u.output
+    return CacheTotals(requests, uncached, write, write_1h, read, output)
 
 
 @_record
