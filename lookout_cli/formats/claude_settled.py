@@ -19,7 +19,6 @@ the caller reads those lines' nodes after all).
 from __future__ import annotations
 
 import array
-import bisect
 from operator import attrgetter
 from typing import Any
 
@@ -200,7 +199,8 @@ class _Figures:
     a hundred thousand responses before its last compaction)."""
 
     def __init__(self) -> None:
-        self.at = array.array("q")  # the lines' positions, in file order
+        self.at: dict[int, int] | None = None  # a line's position -> its response's place, once all are read
+        self.lines = array.array("q")  # the lines' positions, in file order
         self.numbers = array.array("q")  # five a response: input, cache write, cache read, output, 1-hour write
         self.keys: list[Any] = []
         self.models: list[str | None] = []
@@ -208,19 +208,23 @@ class _Figures:
         self.broken = False  # a count past 64 bits: the chain reads every line
 
     def add(self, pos: int, figures: tuple) -> None:
-        numbers = figures[1:6]
-        if max(numbers) >= 1 << 63:
-            self.broken = True
+        try:
+            self.numbers.extend(figures[1:6])
+        except OverflowError:
+            self.broken = True  # (what was added is never read)
             return
-        self.at.append(pos)
-        self.numbers.extend(numbers)
+        self.lines.append(pos)
         self.keys.append(figures[0])
         self.models.append(figures[6])
         self.stamps.append(figures[7])
 
     def get(self, pos: int) -> tuple | None:
         """The figures of the line at ``pos``, as ``figures_of`` gave them; None: no response."""
-        n = bisect.bisect_left(self.at, pos)
-        if n == len(self.at) or self.at[n] != pos:
+        if self.at is None:
+            self.at = dict(zip(self.lines, range(len(self.lines))))
+        n = self.at.get(pos)
+        if n is None:
             return None
-        return self.keys[n], *self.numbers[5 * n:5 * n + 5], self.models[n], self.stamps[n]
+        numbers, i = self.numbers, 5 * n
+        return (self.keys[n], numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3], numbers[i + 4],
+                self.models[n], self.stamps[n])
