@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import operator
+import uuid
 
 import pytest
 from claude_code_helpers import (
@@ -763,6 +764,25 @@ def _own_figures(numbered: tuple[int, bytes]) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
 
+_UUID_KEYS = {"uuid", "parentUuid", "logicalParentUuid", "headUuid", "anchorUuid", "tailUuid"}
+
+
+def _with_uuids(value):
+    """A line whose ids are canonical uuids (a number each to the chain) made from its names,
+    as a JSON line when given one's value. They share their first half, so that where the
+    reader keeps them by halves (``claude_settled._Uuids``), only the second tells them apart."""
+    def canonical(name: str) -> str:
+        return f"0123abcd-0000-4000-{uuid.uuid5(uuid.NAMESPACE_OID, name).hex[16:20]}-" \
+               f"{uuid.uuid5(uuid.NAMESPACE_OID, name).hex[20:]}"
+
+    def swap(v):
+        if isinstance(v, dict):
+            return {k: canonical(x) if k in _UUID_KEYS and isinstance(x, str) else swap(x) for k, x in v.items()}
+        return [swap(x) for x in v] if isinstance(v, list) else v
+
+    return json.dumps(swap(value)).encode() + b"\n"
+
+
 @pytest.mark.parametrize("case, lines, settled", [
     ("two older segments", _OLDER + _LAST, True),
     ("a line after the last compaction follows one before it", _OLDER + _LAST + [
@@ -775,23 +795,41 @@ def _own_figures(numbered: tuple[int, bytes]) -> bytes:
      _OLDER + [_boundary("b2", "nowhere", _t(20))] + _LAST[1:], True),
     ("a partial compaction", _OLDER + [_boundary("b2", "a3", _t(20), preservedSegment={
         "headUuid": "u3", "anchorUuid": "s2", "tailUuid": "a3"})] + _LAST[1:], False),
+    ("a uuid written twice: a line names the newest", _OLDER[:9] + [
+        _line("u2", "a1", "user", "second, again", ts=_t(18)), _line("a2x", "u2", "assistant", "two, again", "m7",
+                                                                     ts=_t(16))] + _OLDER[9:] + _LAST, True),
     ("a count before the last compaction past 64 bits", _OLDER[:5] + [_line(  # (orjson refuses a lone surrogate)
         "a2", "u2", "assistant", "two", "m2", ts=_t(6), message={
             "id": "m2", "role": "assistant", "model": "claude-opus-4-1", "content": [{"type": "text", "text": "\ud800"}],
             "usage": {"input_tokens": 2**70, "output_tokens": 1}})] + _OLDER[6:] + _LAST, False),
 ])
-def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_they_give(tmp_path, case, lines,
-                                                                                          settled):
+@pytest.mark.parametrize("window, searches", [(None, None), (2, None), (2, 0)],
+                         ids=["uuids in a dict", "uuids put away", "older uuids looked for too often"])
+@pytest.mark.parametrize("canonical", [False, True], ids=["names for uuids", "canonical uuids"])
+def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_they_give(
+        tmp_path, monkeypatch, case, lines, settled, window, searches, canonical):
     """A file loaded from its start keeps no node for the lines before its last compaction but
     what they give the view (``Adapter.settling``), and the view is the one every line gives;
-    when that is not the chain every line gives, the lines are read after all."""
+    when that is not the chain every line gives, the lines are read after all. The reader keeps
+    the uuids of all but the last lines read in chunks (a window of 2 puts nearly all away), and
+    reads every line when lines name older ones too often."""
+    from lookout_cli.formats import claude_settled
     from lookout_cli.options import Run
+
+    if window is not None:
+        monkeypatch.setattr(claude_settled._Uuids, "WINDOW", window)
+    if searches is not None:
+        monkeypatch.setattr(claude_settled._Uuids, "SEARCHES", searches)
+        settled = settled and not canonical  # (names are no numbers: never put in a chunk nor looked for there)
+    if canonical:
+        lines = [_with_uuids(json.loads(line)) for line in lines]
 
     data = b"".join(map(_own_figures, enumerate(lines)))
     path = tmp_path / "s.jsonl"
     path.write_bytes(data)
     lean = Run("measure", file=str(path), isolated=True).load()
-    whole = load_bytes(data).view()
+    whole_transcript = load_bytes(data)
+    whole, whole_chain = whole_transcript.view(), whole_transcript.adapter.chain(whole_transcript)
     view = lean.view()
     assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
         [(i.kind, i.text, i.record.lineno) for i in whole.items]
@@ -802,5 +840,6 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
         [(c.record.lineno, c.before) for c in whole.compactions]
     last = max(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)
     chain = lean.adapter.chain(lean)
+    assert chain.latest == whole_chain.latest  # the newest leaf before the last compaction
     assert (chain.settled is not None) is settled
     assert all(r.node is None for r in lean.records[:last]) is settled

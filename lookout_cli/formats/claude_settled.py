@@ -10,7 +10,8 @@ compactions, and the time of the newest leaf they offer. That value comes from t
 - a cold load of a file (``Settling``), which reads the lines before the last boundary into
   columns as it parses them (a parent's position and a byte of flags a line, each uuid's
   line, the responses' figures) instead of keeping a node a line: no tuples to build, and
-  what it keeps of a line is let go once the value is made.
+  what it keeps of a line is let go once the value is made. Arrays, not an object a number,
+  wherever a long session has one a line or a response (``_Uuids``, ``_Figures``).
 
 ``claude_chain.build_chain`` takes the value only when it is the chain every line gives (else
 the caller reads those lines' nodes after all).
@@ -19,6 +20,8 @@ the caller reads those lines' nodes after all).
 from __future__ import annotations
 
 import array
+import bisect
+from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -51,21 +54,21 @@ _USAGE_COLUMNS = ("input", "cache_write", "cache_read", "output", "cache_write_1
 
 
 def settled_plain(found: Settled) -> tuple:
-    """``found`` as values ``marshal`` keeps (the line memo's), ``settled_from`` reverses it:
-    the usages by column (a tuple a figure, not one a response)."""
+    """``found`` as values ``marshal`` keeps (the line memo's, one after the other: no one of
+    them holds a long session's every response), ``settled_from`` reverses it: the usages by
+    column, their lines in an array."""
     usages = found.usages
-    # column by column: a tuple a response first, turned into columns, took more memory at
-    # once than the rest of a long session's memo
-    columns = (tuple([u.record.lineno - 1 for u in usages]),
-               *(tuple(map(attrgetter(name), usages)) for name in _USAGE_COLUMNS))
+    lines = array.array("q", [u.record.lineno - 1 for u in usages])
+    columns = (tuple(map(attrgetter(name), usages)) for name in _USAGE_COLUMNS)
     compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
-    return found.at, tuple(found.keys), columns if usages else (), compactions, found.latest
+    return found.at, tuple(found.keys), lines, *columns, compactions, found.latest
 
 
-def settled_from(kept: tuple, records: list) -> Settled:
-    at, keys, columns, compactions, latest = kept
+def settled_from(kept: tuple | list, records: list) -> Settled:
+    at, keys, lines, *columns, compactions, latest = kept
+    lines = memoryview(lines).cast("q")  # (marshal gives the array's bytes)
     usages = [Usage(records[pos], uncached, write, read, output, write_1h, model, stamp)
-              for pos, uncached, write, read, output, write_1h, model, stamp in zip(*columns)]
+              for pos, uncached, write, read, output, write_1h, model, stamp in zip(lines, *columns)]
     return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
@@ -84,7 +87,7 @@ class Settling:
 
     def __init__(self) -> None:
         self.recent = RecentUuids()
-        self.by_uuid: dict[Any, int] = {}  # the newest line with each uuid
+        self.by_uuid = _Uuids()  # the newest line with each uuid
         self.parents = array.array("q")  # each line's parent's position, -1: none
         self.flags = bytearray()
         self.stamps: dict[int, str] = {}  # the times of the main conversation lines nothing is below yet
@@ -107,8 +110,13 @@ class Settling:
             flags.append(0)
             return
         by_uuid = self.by_uuid
+        recent = by_uuid.recent
         parent = key(obj.get("parentUuid"))
-        above = by_uuid.get(parent, -1) if parent is not None else -1
+        above = -1
+        if parent is not None:
+            above = recent.get(parent, -1)
+            if above < 0:  # an older line, or none
+                above = by_uuid.older(parent)
         parents.append(above)
         side = obj.get("isSidechain") is True
         flag = _SIDE if side else 0
@@ -134,7 +142,9 @@ class Settling:
             if figures is not None:
                 self.figures.add(pos, figures)
         flags.append(flag)
-        by_uuid[uid] = pos
+        recent[uid] = pos
+        if len(recent) >= by_uuid.WINDOW:
+            by_uuid.put_away()
 
     def _boundary(self, pos: int, obj: dict) -> None:
         if preserved_segment(obj) is not None:
@@ -148,20 +158,20 @@ class Settling:
         at; None when it is not (or a line read is one this does not follow)."""
         at = len(self.flags)
         node = records[at].node if at < len(records) else None
-        if self.broken or self.figures.broken or node is None or not is_boundary(node) or node.get("isSidechain") is True \
-                or preserved_segment(node) is not None:
+        if self.broken or self.figures.broken or self.by_uuid.spent or node is None or not is_boundary(node) \
+                or node.get("isSidechain") is True or preserved_segment(node) is not None:
             return None
         logical = node.get("logicalParentUuid")
         start = self.by_uuid.get(logical, -1) if logical is not None else -1
-        self.by_uuid = {}  # let go of the uuids: what follows reads positions
+        self.by_uuid = _Uuids()  # let go of the uuids: what follows reads positions
         flags, parents = self.flags, self.parents
-        segments: list[list[int]] = []
+        segments: list[array.array] = []  # (positions, not a number object each: a long session's are many)
         boundaries: list[int] = []
         while True:  # ``build_chain``'s walk, from the last boundary's logical parent back
             if start < 0:  # the logical parent is missing: an empty older segment
-                segments.append([])
+                segments.append(array.array("q"))
                 break
-            path: list[int] = []
+            path = array.array("q")
             pos = start
             while pos >= 0 and not flags[pos] & _BOUNDARY:
                 if flags[pos] & _SIDE:
@@ -181,8 +191,8 @@ class Settling:
         figures = self.figures
         compactions = []
         for n, segment in enumerate(segments):
-            for pos in segment:
-                responses.add(records[pos], figures.get(pos), pos)
+            for pos, found in zip(segment, figures.along(segment)):
+                responses.add(records[pos], found, pos)
             responses.next_segment()
             if n < len(boundaries):
                 compaction = self.compactions[boundaries[n]]
@@ -199,7 +209,6 @@ class _Figures:
     a hundred thousand responses before its last compaction)."""
 
     def __init__(self) -> None:
-        self.at: dict[int, int] | None = None  # a line's position -> its response's place, once all are read
         self.lines = array.array("q")  # the lines' positions, in file order
         self.numbers = array.array("q")  # five a response: input, cache write, cache read, output, 1-hour write
         self.keys: list[Any] = []
@@ -218,13 +227,71 @@ class _Figures:
         self.models.append(figures[6])
         self.stamps.append(figures[7])
 
-    def get(self, pos: int) -> tuple | None:
-        """The figures of the line at ``pos``, as ``figures_of`` gave them; None: no response."""
-        if self.at is None:
-            self.at = dict(zip(self.lines, range(len(self.lines))))
-        n = self.at.get(pos)
-        if n is None:
-            return None
-        numbers, i = self.numbers, 5 * n
-        return (self.keys[n], numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3], numbers[i + 4],
-                self.models[n], self.stamps[n])
+    def along(self, path: array.array) -> Iterator[tuple | None]:
+        """The figures of each line of ``path`` (positions that rise, as a chain's do), as
+        ``figures_of`` gave them; None for a line that records no response."""
+        lines, numbers, count = self.lines, self.numbers, len(self.lines)
+        n = bisect.bisect_left(lines, path[0]) if path else count
+        for pos in path:
+            while n < count and lines[n] < pos:
+                n += 1
+            if n == count or lines[n] != pos:
+                yield None
+                continue
+            i = 5 * n
+            yield (self.keys[n], numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3], numbers[i + 4],
+                   self.models[n], self.stamps[n])
+
+
+class _Uuids:
+    """Each uuid's newest line (``uuid_key``'s key: its position), a quarter of the room a dict of
+    every line's took: the lines read last in a dict (``recent``), the older ones (``put_away``)
+    in sorted arrays of the numbers' halves, a chunk each time the dict fills. A line names
+    its parent among the lines just before it nearly always; an older one is looked for in the
+    chunks, newest first."""
+
+    WINDOW = 8192  # uuids in the dict
+    SEARCHES = 4096  # lines looked for in the chunks before the caller reads every line instead
+
+    def __init__(self) -> None:
+        self.recent: dict[Any, int] = {}
+        self.chunks: list[tuple[array.array, array.array, array.array]] = []  # (high halves, low, positions)
+        self.others: dict[Any, int] = {}  # keys that are no 128-bit number (not canonical uuids)
+        self.searched = 0
+
+    @property
+    def spent(self) -> bool:
+        """Whether lines named older ones more often than this looks for them."""
+        return self.searched > self.SEARCHES
+
+    def get(self, key: Any, default: int = -1) -> int:
+        found = self.recent.get(key, -1)
+        return found if found >= 0 else self.older(key, default)
+
+    def older(self, key: Any, default: int = -1) -> int:
+        """The position of ``key`` put away, else ``default``."""
+        if type(key) is not int:
+            return self.others.get(key, default)
+        self.searched += 1
+        if self.searched > self.SEARCHES:
+            return default  # too many lines named older ones: the caller reads every line (``spent``)
+        high, low = key >> 64, key & _LOW
+        for highs, lows, positions in reversed(self.chunks):
+            n = bisect.bisect_left(highs, high)
+            while n < len(highs) and highs[n] == high:
+                if lows[n] == low:
+                    return positions[n]
+                n += 1
+        return default
+
+    def put_away(self) -> None:
+        """Move the dict's uuids to a chunk (its other keys to ``others``)."""
+        numbers = sorted((key, pos) for key, pos in self.recent.items() if type(key) is int)
+        self.others.update((key, pos) for key, pos in self.recent.items() if type(key) is not int)
+        self.recent = {}
+        self.chunks.append((array.array("Q", [key >> 64 for key, _ in numbers]),
+                            array.array("Q", [key & _LOW for key, _ in numbers]),
+                            array.array("q", [pos for _, pos in numbers])))
+
+
+_LOW = (1 << 64) - 1

@@ -27,7 +27,7 @@ may have neither node nor digest in the memo (a cold load kept what it gives, no
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
 values headed by their sha256). A run that resumed the file appends a section with only what
 it added: the new lines (where they start, their digests and nodes), the settled value when
-it moved to a later compaction, and the items built anew, by line (a prompt's run writes
+it moved to a later compaction (its parts one after the other, ended by None), and the items built anew, by line (a prompt's run writes
 kilobytes, not the whole memo again). Any other run, or one
 that finds MAX_SECTIONS sections or more appended than the first holds, writes the file anew
 as one section, replaced atomically. Sections must follow one another (each starts at the
@@ -59,7 +59,7 @@ from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 10  # the file's layout, what a kept node and a packed item look like (10: no node nor digest before the settled line)
+VERSION = 11  # the file's layout, what a kept node and a packed item look like (11: the settled value's parts one by one)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
@@ -83,7 +83,7 @@ class _Part:
 
     def __init__(self, header: dict, starts: bytes, digests: bytes, rest: Iterator[memoryview]) -> None:
         self.header, self.starts, self.digests, self.rest = header, starts, digests, rest
-        self.settled = next(rest, None) if header.get("settled") is not None else None
+        self.settled = list(iter(rest.__next__, _END)) if header.get("settled") is not None else None
         self.nodes: list | None = None
 
     def _list(self, load: bool = True) -> list:
@@ -230,7 +230,7 @@ class LineMemo:
             for record, kept in zip(records[at:], nodes[at:]):
                 if kept is not None:
                     record.node = revive(kept)
-            self.settled = marshal.loads(holder.settled) if holder is not None else None
+            self.settled = [marshal.loads(raw) for raw in holder.settled] if holder is not None else None
             self._settled_at = at
             items = {pos: packed for part in self._parts for pos, packed in part.items()}
         except (ValueError, EOFError, TypeError, IndexError, KeyError):  # not what this lookout keeps
@@ -372,8 +372,10 @@ class LineMemo:
                 put(header)
                 put(memoryview(index.starts)[first + append:complete + 1])  # tables: written as they are
                 put(new if first == self._first else self._old_digests + new)
-                if settled is not None:
-                    put(settled[1])
+                if settled is not None:  # its values one by one (what marshal makes of each is written at once)
+                    for value in settled[1]:
+                        put(value)
+                    put(None)
                 for at in range(first, complete, CHUNK):
                     chunk_of = records[at:min(at + CHUNK, complete)]
                     put([plain(r.node) for r in chunk_of])
