@@ -800,8 +800,9 @@ def _with_uuids(value):
                                                                      ts=_t(16))] + _OLDER[9:] + _LAST, True),
     ("a count before the last compaction past 64 bits", _OLDER[:5] + [_line(  # (orjson refuses a lone surrogate)
         "a2", "u2", "assistant", "two", "m2", ts=_t(6), message={
-            "id": "m2", "role": "assistant", "model": "claude-opus-4-1", "content": [{"type": "text", "text": "\ud800"}],
-            "usage": {"input_tokens": 2**70, "output_tokens": 1}})] + _OLDER[6:] + _LAST, False),
+            "id": "m2", "role": "assistant", "model": "claude-opus-4-1",
+            "content": [{"type": "text", "text": "\ud800"}], "usage": {"input_tokens": 2**70, "output_tokens": 1}})]
+     + _OLDER[6:] + _LAST, False),
 ])
 @pytest.mark.parametrize("window, searches", [(None, None), (2, None), (2, 0)],
                          ids=["uuids in a dict", "uuids put away", "older uuids looked for too often"])

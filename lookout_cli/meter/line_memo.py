@@ -27,8 +27,8 @@ may have neither node nor digest in the memo (a cold load kept what it gives, no
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
 values headed by their sha256). A run that resumed the file appends a section with only what
 it added: the new lines (where they start, their digests and nodes), the settled value when
-it moved to a later compaction (its parts one after the other, ended by None), and the items built anew, by line (a prompt's run writes
-kilobytes, not the whole memo again). Any other run, or one
+it moved to a later compaction (its parts one after the other, ended by None), and the items
+built anew, by line (a prompt's run writes kilobytes, not the whole memo again). Any other run, or one
 that finds MAX_SECTIONS sections or more appended than the first holds, writes the file anew
 as one section, replaced atomically. Sections must follow one another (each starts at the
 line the one before ends at, with the same key and counting); reading stops at the first
@@ -59,7 +59,7 @@ from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 11  # the file's layout, what a kept node and a packed item look like (11: the settled value's parts one by one)
+VERSION = 11  # the file's layout, what a kept node and a packed item look like (11: the settled value by parts)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
