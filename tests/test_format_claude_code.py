@@ -23,12 +23,18 @@ from claude_code_helpers import (
     reread,
     usage_sums,
 )
+from conftest import real_transcripts
 
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, read_records
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.claude_chain import MOVED_FIELD
-from lookout_cli.formats.claude_code import SUMMARY_PREFIX, TRUNCATION_NOTICE, Adapter, wrap_setup
+from lookout_cli.formats.claude_code import (
+    SUMMARY_PREFIX,
+    TRUNCATION_NOTICE,
+    Adapter,
+    wrap_setup,
+)
 from lookout_cli.formats.view import (
     IMAGE,
     NOTICE,
@@ -764,6 +770,45 @@ def _own_figures(numbered: tuple[int, bytes]) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
 
+def _same_view_as_every_line(lean: Transcript, data: bytes):
+    """Assert that ``lean`` (a file's load) views ``data`` as a load of every line does: the
+    items, every figure of the usages, the compactions and the newest leaf's time; its chain."""
+    whole_transcript = load_bytes(data)
+    whole, whole_chain = whole_transcript.view(), whole_transcript.adapter.chain(whole_transcript)
+    view = lean.view()
+    assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
+        [(i.kind, i.text, i.record.lineno) for i in whole.items]
+    figures = operator.attrgetter("record.lineno", "input", "cache_write", "cache_read", "output", "cache_write_1h",
+                                  "model", "timestamp")
+    assert list(map(figures, view.usages)) == list(map(figures, whole.usages))
+    assert [(c.record.lineno, c.before) for c in view.compactions] == \
+        [(c.record.lineno, c.before) for c in whole.compactions]
+    chain = lean.adapter.chain(lean)
+    assert chain.latest == whole_chain.latest  # the newest leaf before the last compaction
+    return chain
+
+
+@pytest.mark.parametrize("path", [p for p in real_transcripts() if "claude-code" in p.parts],
+                         ids=lambda p: p.name)
+def test_a_real_session_read_whole_views_as_every_line_does_with_its_uuids_put_away(tmp_path, monkeypatch, path):
+    """The real sessions, loaded as a measure loads a file, with all but the last two uuids read
+    put away in chunks (``claude_settled._Uuids``): the view every line gives. The session
+    compacted after a rewind is taken by the reader (no node before its boundary); the one with
+    a partial compaction is read whole."""
+    from lookout_cli.formats import claude_settled
+    from lookout_cli.options import Run
+
+    monkeypatch.setattr(claude_settled._Uuids, "WINDOW", 2)
+    copy = tmp_path / path.name
+    copy.write_bytes(path.read_bytes())
+    lean = Run("measure", file=str(copy), isolated=True).load()
+    chain = _same_view_as_every_line(lean, copy.read_bytes())
+    if path.name.startswith("claudecodelog-dag_compact_after_rewind"):
+        assert chain.settled is not None and all(r.node is None for r in lean.records[:chain.settled.at])
+    if path.name.startswith("agentsessions-claude-small-schema-coverage"):
+        assert chain.settled is None and all(r.node is not None for r in lean.records if r.data is not None)
+
+
 _UUID_KEYS = {"uuid", "parentUuid", "logicalParentUuid", "headUuid", "anchorUuid", "tailUuid"}
 
 
@@ -829,18 +874,7 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
     path = tmp_path / "s.jsonl"
     path.write_bytes(data)
     lean = Run("measure", file=str(path), isolated=True).load()
-    whole_transcript = load_bytes(data)
-    whole, whole_chain = whole_transcript.view(), whole_transcript.adapter.chain(whole_transcript)
-    view = lean.view()
-    assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
-        [(i.kind, i.text, i.record.lineno) for i in whole.items]
-    figures = operator.attrgetter("record.lineno", "input", "cache_write", "cache_read", "output", "cache_write_1h",
-                                  "model", "timestamp")
-    assert list(map(figures, view.usages)) == list(map(figures, whole.usages))
-    assert [(c.record.lineno, c.before) for c in view.compactions] == \
-        [(c.record.lineno, c.before) for c in whole.compactions]
+    chain = _same_view_as_every_line(lean, data)
     last = max(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)
-    chain = lean.adapter.chain(lean)
-    assert chain.latest == whole_chain.latest  # the newest leaf before the last compaction
     assert (chain.settled is not None) is settled
     assert all(r.node is None for r in lean.records[:last]) is settled

@@ -425,9 +425,8 @@ def build_chain(records: list[Record], settled: Settled | None = None) -> Chain 
     have no node), None when that is not the chain of every line."""
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
     at = settled.at if settled is not None else 0
-    objs: list = [r.node if r.node is not None else r.data for r in (records[at:] if at else records)]
-    if at:
-        objs = [None] * at + objs
+    objs: list = [None] * at
+    objs += [r.node if r.node is not None else r.data for r in records[at:]]
     kinds, lines, side = _chain_keys(objs)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     if settled is not None and sidechain:

@@ -29,12 +29,12 @@ from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
     CONVERSATION_TYPES,
-    MOVED_FIELD,
     MOVED_KIND,
     Chain,
     RecentUuids,
     Settled,
     is_boundary,
+    line_type,
     preserved_segment,
 )
 from lookout_cli.formats.claude_items import Responses, compaction_of, figures_of
@@ -67,8 +67,7 @@ def settled_plain(found: Settled) -> tuple:
 def settled_from(kept: tuple | list, records: list) -> Settled:
     at, keys, lines, *columns, compactions, latest = kept
     lines = memoryview(lines).cast("q")  # (marshal gives the array's bytes)
-    usages = [Usage(records[pos], uncached, write, read, output, write_1h, model, stamp)
-              for pos, uncached, write, read, output, write_1h, model, stamp in zip(lines, *columns)]
+    usages = [Usage(records[pos], *figures) for pos, *figures in zip(lines, *columns)]  # (``_USAGE_COLUMNS``)
     return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
@@ -100,9 +99,9 @@ class Settling:
         """The next line's parsed value (None when it is not a JSON object)."""
         parents, flags = self.parents, self.flags
         pos = len(flags)
-        kind = obj.get("type") if obj is not None else None
-        if type(kind) is not str:
-            kind = MOVED_KIND if kind is None and obj is not None and MOVED_FIELD in obj else None
+        kind = line_type(obj) if obj is not None else None
+        if type(kind) is not str:  # (no type a chain follows; and one that is a list cannot be looked up)
+            kind = None
         key = self.recent.key
         uid = key(obj.get("uuid")) if kind in CHAIN_TYPES else None
         if uid is None:

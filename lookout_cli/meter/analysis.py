@@ -634,12 +634,14 @@ def series(view: View, found: list[Response]) -> Series:
     lines = [usage.record.lineno for usage in usages]
     inside = {id(r.usage) for r in found}
     marks = sorted(c.record.lineno for c in view.compactions)
-    # a compaction before a point lies after the previous point's line, up to its own: the
-    # count of compactions up to a line (bisect_right) grows there
-    upto = [bisect.bisect_right(marks, line) for line in (0, *lines)] if marks else []
+    after: list[int] = []
+    if marks:  # a compaction before a point lies after the previous point's line, up to its
+        # own: the count of compactions up to a line (bisect_right) grows there
+        upto = [bisect.bisect_right(marks, line) for line in (0, *lines)]
+        after = [n for n in range(len(lines)) if upto[n + 1] > upto[n]]
     return Series(lines, [usage.timestamp for usage in usages], [usage.prompt for usage in usages],
                   [usage.output for usage in usages], [n for n, usage in enumerate(usages) if id(usage) in inside],
-                  [n for n in range(len(lines)) if upto[n + 1] > upto[n]] if marks else [])
+                  after)
 
 
 def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,

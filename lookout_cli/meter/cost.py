@@ -136,13 +136,10 @@ def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], 
     """The cost of every recorded response, each at its own model's prices (responses of one
     model and rate priced together: the same dollars up to float rounding)."""
     cost = Cost(usd=None)
-    by_name: dict[str | None, list[Usage]] = {}
-    names: dict[str | None, str | None] = {}  # a usage's model -> the model it is priced at
+    by_name: dict[str | None, list[Usage]] = {}  # the model each is priced at: its responses
     for usage in usages:
         model = usage.model
-        name = names.get(model, names)
-        if name is names:
-            name = names[model] = model if model and not model.startswith("<") else default_model
+        name = model if model and not model.startswith("<") else default_model
         group = by_name.get(name)
         if group is None:
             group = by_name[name] = []
