@@ -166,14 +166,14 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     ready = None
     if summary_file is not None:
         ready = compactor.PreparedSummary(summary_file.read(), None, f"the note in {summary_file.name}")
-    elif transcript.adapter is not None and transcript.records:
+    elif transcript.adapter is not None and transcript.lines:
         with progress.stage("building the view"):
             kept = prepared.find(run.store, transcript)
         if kept is not None:
             ready = compactor.PreparedSummary(kept.summary, kept.keep_from,
                                               f"the summary prepared while idle ({kept.created})")
 
-    if transcript.adapter is None or not transcript.records:
+    if transcript.adapter is None or not transcript.lines:
         run.finish(transcript, {"command": "compact", "changed": False, "reason": "nothing to compact"}, changes=0)
         return
     try:

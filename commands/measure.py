@@ -245,16 +245,16 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
             # prompt's run over a long session)
             gc.freeze()
             frozen = True
-        transcript.original = transcript.records  # measure changes nothing: no copy to compare with
+        transcript.original = transcript.lines  # measure changes nothing: no copy to compare with
         transcript.sink = _telling(sink)
-        with progress.stage("counting tokens", len(transcript.records), "lines"):
+        with progress.stage("counting tokens", len(transcript.lines), "lines"):
             view = transcript.view()
             counter = sink.finish(view)
         # the view is built and counted: the lines' nodes are read no more, but by the memo
         # (which lets go of each as it writes it); what the meter builds takes their room
         if remembered and run.clean and transcript.memo is not None:
             transcript.memo.save(transcript)
-        for record in transcript.records:
+        for record in transcript.made():
             record.node = None
         meter = measure_view(view, settings, counter=counter)
     finally:
@@ -267,7 +267,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
             gc.unfreeze()
     if remembered and run.clean:
         start, end = transcript.spool_span  # what was read: every line, one after the other
-        measured = end - start if transcript.spool is not None else sum(r.size for r in transcript.records)
+        measured = end - start if transcript.spool is not None else sum(r.size for r in transcript.lines)
         meter_snapshot.save(run.file, settings, run.format_name, meter, measured, view.cwd,
                             last_timed(view.usages))
     return meter, transcript
@@ -288,7 +288,7 @@ def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript
     from lookout_cli.formats.view import View  # not on the path that reuses an unchanged file's figures
 
     transcript, kept = run.load_usage()
-    transcript.original = transcript.records  # nothing changes
+    transcript.original = transcript.lines  # nothing changes
     adapter = transcript.adapter
     view = adapter.usage_view(kept) if adapter is not None else View(format="unknown")
     return measure_usage(view, settings), transcript

@@ -32,13 +32,14 @@ from lookout_cli.core.fsutil import atomic_writer, sync_pending
 from lookout_cli.core.jsonl import (
     DEFAULT_MAX_RECORD_BYTES,
     LeanRecord,
-    LineIndex,
+    Lines,
     NullStream,
     Record,
     RecordWriter,
     is_dev_null,
+    lean_index,
     lines_holding,
-    read_lean_records,
+    read_indexed_lines,
     read_records,
 )
 from lookout_cli.core.paths import save_dir
@@ -70,16 +71,26 @@ def _keep_lean(adapter: Adapter | None, record: LeanRecord, early: EarlyItems | 
         record.release(keep_value=True)
 
 
-def _resume(memo: LineMemo, handle: IO[bytes], adapter: Adapter | None) -> tuple[list, LineIndex | None, Adapter | None]:
+def _resume(memo: LineMemo, handle: IO[bytes], adapter: Adapter | None) -> tuple[Lines | None, Adapter | None]:
     """The records of the lines ``memo`` measured before when ``handle`` is that file, grown
-    or unchanged (else none), the index to read on with, and the adapter."""
+    or unchanged (else None: none), and the adapter."""
     memo.sniffed = 0 if adapter is not None else None
     if memo.format:
         known = adapter or load_adapter(memo.format)
-        resumed = memo.resume(handle, known)
-        if resumed is not None:
-            return (*resumed, known)
-    return [], None, adapter
+        lines = memo.resume(handle, known)
+        if lines is not None:
+            return lines, known
+    return None, adapter
+
+
+def _settling(early: EarlyItems | None, lines: Lines) -> tuple[Any, int]:
+    """(``early``'s reader of the lines before the one shown, where that line starts), when
+    the lines read so far are all before it (they are then held, not kept: ``Lines.hold``);
+    else (None, 0)."""
+    settling = early.before if early is not None else None
+    if settling is None or not lines.fold(early.skip_to):
+        return None, 0
+    return settling, early.skip_to
 
 
 class SizeParam(click.ParamType):
@@ -473,11 +484,10 @@ class Run:
     def _load_lean(self, handle: IO[bytes], spool: IO[bytes] | None, memo: LineMemo | None,
                    early: EarlyItems | None = None) -> Transcript:
         start = 0 if spool is not None else handle.tell()
-        records: list[Record] = []
+        lines: Lines | None = None
         sample: list[Record] = []  # records read before the format is known
         parsed = 0  # JSON records among them
         adapter = load_adapter(self.format_name) if self.format_name else None
-        index = None
         if spool is not None or (adapter is not None and not adapter.remembers_items):
             memo = None  # a pipe is not the file the memo knows; not every adapter uses one
         fd = handle.fileno() if spool is None else None  # a regular file
@@ -486,15 +496,40 @@ class Run:
             # be counted for nothing (the view reads the lines it shows, as it always did)
             early = None
         if memo is not None:
-            records, index, adapter = _resume(memo, handle, adapter)
+            lines, adapter = _resume(memo, handle, adapter)
             if early is not None and adapter is not None:
                 early = early.start(adapter, fd, handle.tell())
         elif adapter is not None:
             adapter = None  # a forced format is checked against the first records, as a detected one
+        if lines is None:
+            lines = Lines(lean_index(handle, spool))
+        index = lines.spans
+        # the lines before the one shown, of which the adapter keeps what they give (``settles``):
+        # parsed here, no record made (``Lines``), as long as none after them was read
+        settling, shown_at = _settling(early, lines)
+        loads, decode_error, starts = orjson.loads, orjson.JSONDecodeError, index.starts
         try:
-            for record in read_lean_records(handle, self.max_record_bytes, spool, index):
+            for lineno, raw in read_indexed_lines(handle, index, self.max_record_bytes, spool):
                 progress.update()
-                records.append(record)
+                if settling is not None:
+                    if starts[lineno - 1] < shown_at:
+                        try:
+                            value = loads(raw)
+                        except decode_error:  # blank, not JSON, or what the standard library reads: a record's
+                            value = None
+                        if value is not None:  # (a null is warned about as a record)
+                            if memo is not None:
+                                memo.note_settled()
+                            settling.add(value if type(value) is dict else None)
+                            lines.head += 1
+                            continue
+                    else:
+                        settling = None
+                record = LeanRecord(lineno, index, raw)
+                if settling is not None:
+                    lines.hold(record)
+                else:
+                    lines.append(record)
                 if memo is not None:
                     if early is not None and early.before_shown(record):
                         memo.note_settled()  # what the line gives is kept, not the line
@@ -520,6 +555,7 @@ class Run:
                     for held in sample:
                         _keep_lean(adapter, held, early)
                     sample = []
+                    settling, shown_at = _settling(early, lines)
             self._warn_total()
             if memo is not None:
                 memo.read()
@@ -531,15 +567,13 @@ class Run:
             early = early.start(adapter, fd, start) if early is not None else None
             for held in sample:
                 _keep_lean(adapter, held, early)
-        transcript = Transcript(records, adapter, self.source)
+        transcript = Transcript(lines, adapter, self.source)
         transcript.memo = memo if adapter is not None and adapter.remembers_items else None
         transcript.early = early
         if early is not None:
-            transcript.settled = early.settled(records)
+            transcript.settled = early.settled(lines)
         # what was read, and only that, is written back (an agent may append meanwhile)
-        offset, size = records[-1].span() if records else (start, 0)
-        end = offset + size
-        transcript.spool, transcript.spool_span = spool or handle, (start, end)
+        transcript.spool, transcript.spool_span = spool or handle, (start, index.starts[-1])
         return transcript
 
     def _adapter_for(self, records: list[Record]) -> Adapter | None:
@@ -685,7 +719,7 @@ class Run:
         when the output still ends with the input's last line."""
         if transcript.adapter is None or not transcript.adapter.linked or not transcript.original:
             return True
-        return bool(transcript.records) and transcript.records[-1].lineno == transcript.original[-1].lineno != 0
+        return bool(transcript.lines) and transcript.lines[-1].lineno == transcript.original[-1].lineno != 0
 
     @property
     def clean(self) -> bool:
@@ -699,16 +733,16 @@ class Run:
         ``tell`` says what it did, once that is written (a full disk must not leave a report of
         work that never reached the file)."""
         changed = transcript.changed if changes is None else changes > 0
-        records = [r for r in transcript.original if r.raw is not None] if self.dry_run else transcript.records
-        if self.in_place and (self.dry_run or not changed):
-            records = None  # leave the file alone: nothing to write
-        if records is not None:
+        write = not (self.in_place and (self.dry_run or not changed))  # else leave the file alone: nothing to write
+        if write:
             with contextlib.ExitStack() as stack:
                 with self.writer() as writer:
                     if transcript.spool is not None and not changed:
                         writer.copy_from(transcript.spool, *transcript.spool_span)
+                    elif self.dry_run:
+                        writer.write_all([r for r in transcript.original if r.raw is not None], original=True)
                     else:
-                        writer.write_all(records, original=self.dry_run)
+                        writer.write_all(transcript.lines)
                     late = self._carry_appended(transcript, writer, stack) if self._replaces_input() else None
                 if late is not None:
                     late()

@@ -49,13 +49,20 @@ def test_ctrl_c_while_lookout_loads_is_one_line_and_130(tmp_path):
     answered = 0
     for delay in (0.03, 0.05, 0.07, 0.09, 0.12, 0.15, 0.2, 0.3, 0.5, 0.8):
         status, err = _interrupted(delay, tmp_path)
-        if status == -signal.SIGINT and (not err or "lookout_cli" not in err) or "init_import_site" in err:
+        if status == -signal.SIGINT and not _frames_of_lookout(err) or "init_import_site" in err:
             continue
         if status == 0:
             continue  # finished before the signal came
         assert status == 130 and err.strip() == "lookout: interrupted" and "Traceback" not in err, (delay, status, err)
         answered += 1
     assert answered >= 3
+
+
+def _frames_of_lookout(traceback: str) -> list[str]:
+    """The frames of a traceback in lookout's own files (the entry script's line that imports
+    lookout names it too, and is not one)."""
+    return [line for line in traceback.splitlines()
+            if line.lstrip().startswith('File "') and f"{os.sep}lookout_cli{os.sep}" in line]
 
 
 @pytest.fixture

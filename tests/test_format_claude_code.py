@@ -878,3 +878,39 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
     last = max(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)
     assert (chain.settled is not None) is settled
     assert all(r.node is None for r in lean.records[:last]) is settled
+
+
+def test_a_long_file_read_whole_makes_no_record_for_a_line_before_its_last_compaction(tmp_path):
+    """Past the lines the format is told from, a line before the last compaction is parsed into
+    what it gives and left unmade (``Lines``): a record is made for it only when it is asked
+    for, and for the lines a record must speak for (blank, null, not JSON, what only the
+    standard library reads), which are warned about as before. The view is the one every line
+    gives, and the lines read as the records of every line do."""
+    from lookout_cli.formats import SNIFF_RECORDS
+    from lookout_cli.options import Run
+
+    older = [_line("u0", None, "user", "first", ts=_t(0))]
+    for n in range(1, 60):
+        older += [_line(f"a{n}", json.loads(older[-1])["uuid"], "assistant", f"answer {n}", f"m{n}", ts=_t(n)),
+                  _line(f"u{n}", f"a{n}", "user", f"prompt {n}", ts=_t(n))]
+    odd = [b"\n", b"null\n", b"{not json\n", _line("sur", "u59", "user", "\ud800", ts=_t(61))]
+    lines = older[:80] + odd[:3] + older[80:] + [odd[3], _boundary("b1", "sur", _t(70))] + \
+        [_line("s1", "b1", "user", "summary", ts=_t(71), isCompactSummary=True), _line("x1", "s1", "user", "more", ts=_t(72)),
+         _boundary("b2", "x1", _t(73)), _line("s2", "b2", "user", "summary two", ts=_t(74), isCompactSummary=True),
+         _line("a99", "s2", "assistant", "last", "m99", ts=_t(75))]
+    data = b"".join(line if line in odd[:3] else _own_figures((n, line)) for n, line in enumerate(lines))
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    run = Run("measure", file=str(path), isolated=True, quiet=True)
+    lean = run.load()
+    assert run._bad_lines == 2  # null and "{not json"
+    chain = _same_view_as_every_line(lean, data.replace(b"null\n", b"\n").replace(b"{not json\n", b"\n"))
+    last = lines.index(_boundary("b2", "x1", _t(73)))
+    assert chain.settled is not None and chain.settled.at == last
+    made = sorted(r.lineno - 1 for r in lean.lines.made() if r.lineno - 1 < last)
+    told_from = list(range(SNIFF_RECORDS))  # (read before the format was known)
+    assert lean.lines.head == last
+    assert made == [*told_from, 80, 81, 82, lines.index(odd[3]), lines.index(odd[3]) + 1]  # the odd lines, the older boundary
+    assert [r.lineno for r in lean.lines] == list(range(1, len(lines) + 1))
+    assert lean.lines[5] is lean.lines[5] and lean.lines[-1] is lean.records[-1]
+    assert [r.raw for r in lean.records] == data.splitlines(keepends=True)

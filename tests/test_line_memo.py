@@ -305,9 +305,10 @@ def test_the_lines_a_resumed_run_left_unread_are_all_read_when_asked_for(compact
     adapter = load_adapter("claude-code")
     memo = line_memo.LineMemo(str(path), None, lambda model: ("o200k_base", True))
     with open(path, "rb") as handle:
-        records, _ = memo.resume(handle, adapter)
+        records = memo.resume(handle, adapter)
         at = boundaries[2]
         assert memo.settled is not None and memo.settled[0] == at
+        assert records.head == at and len(list(records.made())) == len(records) - at  # none made before it
         assert all(r.node is None for r in records[:at]) and records[at].node is not None
         memo.unsettle()
         assert memo.settled is None

@@ -7,6 +7,7 @@ a file, a pipe and a file that standard input reads from the middle of."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import subprocess
@@ -18,7 +19,8 @@ from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.commands.measure import make_counter, measure_input
-from lookout_cli.core.jsonl import LeanRecord, read_lean_records
+from lookout_cli.core import jsonl
+from lookout_cli.core.jsonl import LeanRecord, Lines, Record, RecordWriter, lean_index, read_indexed_lines, read_lean_records
 from lookout_cli.core.saved import MARKER
 from lookout_cli.formats.view import IMAGE, TOOL_CALL
 from lookout_cli.meter.analysis import Settings, measure
@@ -269,6 +271,68 @@ def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary
         [(c.record.lineno, c.before, c.after) for c in whole.compactions]
     assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
         [(i.kind, i.text, i.record.lineno) for i in whole.items]
+
+
+def _lines_of(handle, head: int) -> Lines:
+    """The lines of ``handle``, those before ``head`` left unmade (as a load leaves a compacted
+    session's older segments)."""
+    index = lean_index(handle)
+    read = [LeanRecord(n, index, raw) for n, raw in read_indexed_lines(handle, index)]
+    return Lines(index, head, read[head:])
+
+
+def test_lines_left_unmade_read_as_the_records_of_every_line(tmp_path):
+    """``Lines`` gives a line's record when it is asked for, the same one each time, and reads
+    as the list of every line's records: by position from either end, by slice, in order."""
+    path = tmp_path / "t.jsonl"
+    rows = [json.dumps({"n": n}).encode() + b"\n" for n in range(40)]
+    path.write_bytes(b"".join(rows))
+    with open(path, "rb") as handle:
+        lines = _lines_of(handle, 25)
+        assert len(lines) == 40 and list(lines.made()) == lines.tail
+        assert lines[3].data == {"n": 3} and lines[3] is lines[3] and lines[-40] is lines[0]
+        assert lines[-1].data == {"n": 39} and lines[-15] is lines.tail[0]
+        with pytest.raises(IndexError):
+            lines[-41]
+        with pytest.raises(IndexError):
+            lines[40]
+        assert [r.raw for r in lines] == rows and [r.lineno for r in lines] == list(range(1, 41))
+        assert [r.data["n"] for r in lines[20:30]] == list(range(20, 30)) and lines[30:] == lines.tail[5:]
+        assert [r.data["n"] for r in lines[::7]] == list(range(0, 40, 7)) and lines[30:10] == []
+        assert sorted(r.lineno for r in lines.made()) == list(range(1, 41))  # every one made once asked for
+        copy, shared = lines.copy(apart=True), lines.copy()  # (what came in, as a transcript keeps it: shared)
+        copy[2] = Record.new({"n": "two"})
+        shared[1] = Record.new({"n": "one"})
+        assert lines[2].data == {"n": 2} and copy[2].data == {"n": "two"} and copy[3] is lines[3]
+        assert lines[1].data == {"n": 1} and shared[1].data == {"n": "one"} and shared[2] is lines[2]
+
+
+def test_lines_left_unmade_are_written_as_the_bytes_they_are(tmp_path, monkeypatch):
+    """The writer copies the lines ``Lines`` left unmade as their bytes, a block at a time,
+    between the records made among them (changed, put in a line's place, or only read): the
+    bytes of every record written one after the other."""
+    monkeypatch.setattr(jsonl, "COPY_BLOCK", 1000)  # many blocks, some of a single line longer than one
+    path = tmp_path / "t.jsonl"
+    rows = [json.dumps({"n": n, "pad": "x" * (n % 7) * 300}).encode() + b"\n" for n in range(500)]
+    path.write_bytes(b"".join(rows))
+    with open(path, "rb") as handle:
+        lines = _lines_of(handle, 400)
+        lines[3].edit()["n"] = "three"
+        assert lines[250].data["n"] == 250
+        lines[7] = Record.new({"n": "seven"})
+        lines[450].edit()["n"] = "four fifty"
+        lines.append(Record.new({"n": "added"}))
+        first, every = RecordWriter(io.BytesIO()), RecordWriter(io.BytesIO())
+        first.write_all(lines)
+        made = sorted(r.lineno for r in lines.made() if r.lineno and r.lineno <= 400)
+        every.write_all(list(lines))
+    expected = list(rows)
+    for n, value in ((3, "three"), (450, "four fifty")):
+        expected[n] = json.dumps({"n": value, "pad": "x" * (n % 7) * 300}, separators=(",", ":")).encode() + b"\n"
+    expected[7] = b'{"n":"seven"}\n'
+    assert made == [4, 251]  # (what the writer left unmade: the line put in a place has no number)
+    assert first.stream.getvalue() == every.stream.getvalue() == b"".join(expected) + b'{"n":"added"}\n'
+    assert first.written == every.written == 501
 
 
 def test_a_lean_record_renumbered_still_reads_its_own_line(tmp_path):

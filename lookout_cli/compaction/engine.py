@@ -34,7 +34,7 @@ from lookout_cli.compaction import plan, summarizers
 from lookout_cli.compaction.gauge import Gauge, _inferred, _scale, saved_text
 from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.core.jsonl import Record
+from lookout_cli.core.jsonl import Lines, Record
 from lookout_cli.core.saved import MARKER, SavedStore
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.clearing import clamp_item, clear_cost, clear_item
@@ -182,14 +182,15 @@ class _Snapshot:
     def __init__(self, transcript: Transcript) -> None:
         import copy
 
-        self.records = list(transcript.records)
+        lines = transcript.lines  # (lines left unmade stay so: made after, they are made anew)
+        self.records = lines.copy(apart=True) if type(lines) is Lines else list(lines)
         self.state = [(r, copy.deepcopy(r._obj) if r.edited else r._obj, r.edited, r.lineno)
-                      for r in transcript.records]
+                      for r in transcript.made()]
 
     def restore(self, transcript: Transcript) -> None:
         for record, obj, edited, lineno in self.state:
             record._obj, record.edited, record.lineno = obj, edited, lineno
-        transcript.records = list(self.records)
+        transcript.records = self.records.copy(apart=True) if type(self.records) is Lines else list(self.records)
         transcript.invalidate()
 
 
@@ -257,10 +258,8 @@ class Compactor:
         self.horizon = self.priced_before = 0  # they named items of the view before
 
     def measure(self):
-        records = self.transcript.records
-        if any(r.lineno == 0 for r in records):  # lines a stage added: number them as written
-            for n, record in enumerate(records, 1):
-                record.lineno = n
+        if any(r.lineno == 0 for r in self.transcript.made()):  # lines a stage added: number them as written
+            self.transcript.number()
             self.transcript.invalidate()
         view = self.transcript.view()
         if view is not self._view or self._tokens is None:  # else its tokens were patched as it was

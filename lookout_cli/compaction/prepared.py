@@ -50,7 +50,7 @@ def chat_key(transcript: Transcript) -> str:
     view = transcript.view()
     identity = view.session_id or transcript.source
     if identity is None:
-        first = next((r.raw for r in transcript.records if r.raw and not r.blank), b"")
+        first = next((r.raw for r in transcript.lines if r.raw and not r.blank), b"")
         identity = hashlib.sha256(first).hexdigest()
     return hashlib.sha256(_utf8(str(identity))).hexdigest()[:32]
 
@@ -61,9 +61,9 @@ def last_record_hash(transcript: Transcript) -> str:
     last = None
     if transcript.adapter is not None:
         visible = {id(item.record) for item in transcript.view().items}
-        last = next((r for r in reversed(transcript.records) if id(r) in visible), None)
+        last = next((r for r in reversed(transcript.lines) if id(r) in visible), None)
     if last is None:
-        last = next((r for r in reversed(transcript.records) if r.edited or (r.raw is not None and not r.blank)),
+        last = next((r for r in reversed(transcript.lines) if r.edited or (r.raw is not None and not r.blank)),
                     None)
     return hashlib.sha256(last.to_bytes().rstrip(b"\r\n") if last else b"").hexdigest()
 

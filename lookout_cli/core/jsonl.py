@@ -9,13 +9,14 @@ compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
 from __future__ import annotations
 
 import array
+import bisect
 import contextlib
 import io
 import json
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -308,6 +309,124 @@ class LeanRecord(Record):
         return clone
 
 
+class Line:
+    """A line known by its number only: what an older segment's response points at instead of
+    its record (``Lines`` makes none for it; a ``Usage`` reads its ``lineno``)."""
+
+    __slots__ = ("lineno",)
+
+    def __init__(self, lineno: int) -> None:
+        self.lineno = lineno
+
+
+class Lines(Sequence):
+    """The records of a lean load, in order, of which the first ``head`` lines (those an adapter
+    read into a summary instead of nodes: a compacted session's older segments) are made only
+    when one of them is asked for, from ``spans``: a long session's measure keeps no object for
+    each of them (SPEC §1: offsets and small summaries). A record once made is the one given
+    each time after. Read-only: ``Transcript.records`` makes every record, in a list, for the
+    commands that edit."""
+
+    __slots__ = ("_made", "head", "spans", "tail")
+
+    def __init__(self, spans: LineIndex, head: int = 0, tail: list[Record] | None = None) -> None:
+        self.spans = spans
+        self.head = head
+        self.tail = tail if tail is not None else []  # the records of the lines from ``head`` on
+        self._made: dict[int, Record] = {}  # lines before ``head`` asked for, or read before it was known
+
+    def __len__(self) -> int:
+        return self.head + len(self.tail)
+
+    def __getitem__(self, at):
+        if type(at) is slice:
+            start, stop, step = at.indices(len(self))
+            if step == 1 and start >= self.head:
+                return self.tail[start - self.head:max(start, stop) - self.head]
+            return [self[n] for n in range(start, stop, step)]
+        head = self.head
+        if at >= head:
+            return self.tail[at - head]
+        if at < 0:
+            at += len(self)
+            if at >= head:
+                return self.tail[at - head]
+            if at < 0:
+                raise IndexError("line out of range")
+        made = self._made.get(at)
+        if made is None:
+            made = self._made[at] = LeanRecord(at + 1, self.spans, None)
+        return made
+
+    def __iter__(self) -> Iterator[Record]:
+        for n in range(self.head):
+            yield self[n]
+        yield from self.tail
+
+    def __setitem__(self, at: int, record: Record) -> None:
+        """``record`` in the place of line ``at`` (a line's place stays: nothing moves)."""
+        if at >= self.head:
+            self.tail[at - self.head] = record
+        elif at >= 0:
+            self._made = {**self._made, at: record}  # a copy: ``copy``s share what is made
+        else:
+            raise IndexError("line out of range")
+
+    def append(self, record: Record) -> None:
+        self.tail.append(record)
+
+    def extend(self, records: Iterable[Record]) -> None:
+        self.tail.extend(records)
+
+    def copy(self, apart: bool = False) -> Lines:
+        """The same lines, to change apart from these: a record made later in either is the
+        other's too (they stay the same lines), unless ``apart``."""
+        copy = Lines(self.spans, self.head, list(self.tail))
+        copy._made = dict(self._made) if apart else self._made
+        return copy
+
+    def number(self) -> None:
+        """Number the records by their places (one a command added has none)."""
+        for at, record in self._made.items():
+            record.lineno = at + 1
+        for lineno, record in enumerate(self.tail, self.head + 1):
+            record.lineno = lineno
+
+    def hold(self, record: Record) -> None:
+        """``record``, of the line after the last read, is one before ``head`` (none after it is read yet)."""
+        self._made[self.head] = record
+        self.head += 1
+
+    def fold(self, end: int) -> bool:
+        """Whether every line read so far starts before offset ``end``: they are then before
+        ``head`` (and the lines read next may be too: ``hold``, or only counted)."""
+        tail = self.tail
+        if tail and tail[-1].span()[0] >= end:
+            return False
+        for record in tail:
+            self.hold(record)
+        tail.clear()
+        return True
+
+    def made(self) -> Iterator[Record]:
+        """The records made so far (the others hold nothing but their place)."""
+        yield from self._made.values()
+        yield from self.tail
+
+    def unmade_runs(self) -> Iterator[tuple[int, int] | Record]:
+        """The lines in order as (first, end) positions of the lines before ``head`` left unmade,
+        each a run of them, and the records of the others."""
+        at = 0
+        for pos in sorted(self._made):
+            if pos > at:
+                yield at, pos
+            yield self._made[pos]
+            at = pos + 1
+        if self.head > at:
+            yield at, self.head
+        yield from self.tail
+
+
 def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                       spool: IO[bytes] | None = None, index: LineIndex | None = None) -> Iterator[LeanRecord]:
     """``read_records`` whose records hold their bytes until ``release()``, then only their
@@ -315,14 +434,26 @@ def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_REC
     file opened for writing and reading) where they are copied as they are read. With
     ``index`` (of lines of ``handle`` read before, up to where it stands) the line numbers go
     on from its last."""
-    store = spool if spool is not None else handle
     if index is None:
-        index = LineIndex(store.fileno(), 0 if spool is not None else handle.tell())
+        index = lean_index(handle, spool)
+    for lineno, raw in read_indexed_lines(handle, index, max_record_bytes, spool):
+        yield LeanRecord(lineno, index, raw)
+
+
+def lean_index(handle: IO[bytes], spool: IO[bytes] | None = None) -> LineIndex:
+    """The index of the lines ``read_indexed_lines`` will read from where ``handle`` stands."""
+    return LineIndex((spool or handle).fileno(), 0 if spool is not None else handle.tell())
+
+
+def read_indexed_lines(handle: IO[bytes], index: LineIndex, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                       spool: IO[bytes] | None = None) -> Iterator[tuple[int, bytes]]:
+    """``read_lines`` of ``handle``, each line's place added to ``index`` (and its bytes copied
+    to ``spool``) before it is given: a ``LeanRecord`` of it can be made then, or later."""
     for lineno, raw in read_lines(handle, max_record_bytes, len(index.starts) - 1):
         if spool is not None:
             spool.write(raw)
         index.add(len(raw))
-        yield LeanRecord(lineno, index, raw)
+        yield lineno, raw
     if spool is not None:
         spool.flush()  # the records read their lines back with pread
 
@@ -543,23 +674,39 @@ class RecordWriter:
     def write_all(self, records: Iterable[Record], original: bool = False) -> None:
         """Write records in order. Untouched lean records that follow each other in their file
         are read back together, a block at a time, not with a read a line (a compacted session
-        is mostly lines left as they were)."""
+        is mostly lines left as they were); so are the lines ``Lines`` left unmade, without
+        making them."""
         run: list[int] | None = None  # [fd, start, end, lines] of such records
-        for record in records:
-            place = record.stored() if original or not record.edited else None
-            if place is not None:
-                fd, offset, size = place
-                if run is not None and run[0] == fd and run[2] == offset and run[2] - run[1] < COPY_BLOCK:
-                    run[2] += size
-                    run[3] += 1
+        if type(records) is Lines:
+            fd, starts = records.spans.fd, records.spans.starts
+            for part in records.unmade_runs():
+                if type(part) is not tuple:
+                    run = self._write_one(part, original, run)
                     continue
-                self._put_stored(run)
-                run = [fd, offset, offset + size, 1]
-                continue
-            self._put_stored(run)
-            run = None
-            self.write(record, original)
+                at, end = part
+                while at < end:  # a block at a time
+                    stop = max(at + 1, bisect.bisect_right(starts, starts[at] + COPY_BLOCK, at + 1, end + 1) - 1)
+                    self._put_stored(run)
+                    run, at = [fd, starts[at], starts[stop], stop - at], stop
+        else:
+            for record in records:
+                run = self._write_one(record, original, run)
         self._put_stored(run)
+
+    def _write_one(self, record: Record, original: bool, run: list[int] | None) -> list[int] | None:
+        """Write ``record``, or add it to ``run``; the run to go on with."""
+        place = record.stored() if original or not record.edited else None
+        if place is None:
+            self._put_stored(run)
+            self.write(record, original)
+            return None
+        fd, offset, size = place
+        if run is not None and run[0] == fd and run[2] == offset and run[2] - run[1] < COPY_BLOCK:
+            run[2] += size
+            run[3] += 1
+            return run
+        self._put_stored(run)
+        return [fd, offset, offset + size, 1]
 
     def _put_stored(self, run: list[int] | None) -> None:
         if run is None:

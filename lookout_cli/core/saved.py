@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -80,7 +79,7 @@ class SavedStore:
 
     def put(self, data: bytes, kind: str = "text", **meta) -> Saved:
         """Save ``data`` (kind: ``text``, ``record`` or an image media type) and return its name."""
-        sha = hashlib.sha256(data).hexdigest()
+        sha = _sha256(data).hexdigest()
         ext = EXTENSIONS.get(kind, ".bin")
         if not self.dry_run:
             # durable before any transcript names it (fsutil syncs pending files first), in one
@@ -91,7 +90,7 @@ class SavedStore:
     def put_parts(self, parts: Iterable[bytes], kind: str = "text", **meta) -> Saved:
         """``put`` for data made a piece at a time (a whole conversation as text), never held
         whole: hashed as it is written to a temporary file, which then takes its name."""
-        digest, size = hashlib.sha256(), 0
+        digest, size = _sha256(), 0
         tmp = None
         try:
             if not self.dry_run:
@@ -127,7 +126,7 @@ class SavedStore:
             return None
         for path in folder.glob(sha[2:] + "*"):
             data = path.read_bytes()
-            if hashlib.sha256(data).hexdigest() == sha:
+            if _sha256(data).hexdigest() == sha:
                 return data
         return None
 
@@ -187,7 +186,7 @@ def original_tokens(text: str) -> int | None:
 
 def restore_marker(raw: bytes) -> str:
     """The marker naming a line that ``SavedStore.put`` saves as it is (under its sha256)."""
-    return MARKER + hashlib.sha256(raw).hexdigest()
+    return MARKER + _sha256(raw).hexdigest()
 
 
 def _parse(raw: bytes):
@@ -257,3 +256,11 @@ class Restorer:
 def restore_lines(store: SavedStore, raw: bytes, depth: int = 16) -> list[bytes]:
     """The lines one line stood for before lookout changed it (``Restorer``)."""
     return Restorer(store, depth).lines(raw)
+
+
+def _sha256(data: bytes = b""):
+    """hashlib's sha256, imported when first used: hashlib loads OpenSSL (a few milliseconds
+    of every measure, which imports this module only to tell a cleared line)."""
+    import hashlib
+
+    return hashlib.sha256(data)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.core.jsonl import Record
+from lookout_cli.core.jsonl import Lines, Record
 
 if TYPE_CHECKING:  # pragma: no cover - imported by the adapters, which build views
     from lookout_cli.formats.view import Item, View
@@ -76,9 +76,9 @@ class OneLine:
 class Transcript:
     """All records of one input, in order, and the adapter that understands them."""
 
-    def __init__(self, records: list[Record], adapter: Adapter | None, source: str | None = None):
-        self.records = records
-        self.original = list(records)  # what came in, for --dry-run and --check
+    def __init__(self, records: list[Record] | Lines, adapter: Adapter | None, source: str | None = None):
+        self._records = records
+        self.original = records.copy() if type(records) is Lines else list(records)  # what came in, for --dry-run and --check
         self.adapter = adapter
         self.source = source  # the input file's path, or None for standard input
         self._view: View | None = None
@@ -94,6 +94,40 @@ class Transcript:
         # load's ``Adapter.settling``, or set by an edit that changes none of them, for the
         # views built after it (until lines are inserted or removed)
         self.settled = None
+
+    @property
+    def records(self) -> list[Record]:
+        """Every record, in order: the lines a lean load left unmade (``Lines``) are made now."""
+        records = self._records
+        if type(records) is not list:
+            records = self._records = list(records)
+            if type(self.original) is Lines:  # (the records made for one are the other's)
+                self.original = list(self.original)
+        return records
+
+    @records.setter
+    def records(self, records: list[Record]) -> None:
+        self._records = records
+
+    @property
+    def lines(self) -> Sequence[Record]:
+        """The records, lines a lean load left unmade left so until one is asked for: to read,
+        and to change in place (``lines[n] = record``: a line's place stays) or append to."""
+        return self._records
+
+    def number(self) -> None:
+        """Number the lines as they are to be written (those a command added have none, 0)."""
+        records = self._records
+        if type(records) is Lines:
+            records.number()
+            return
+        for lineno, record in enumerate(records, 1):
+            record.lineno = lineno
+
+    def made(self) -> Iterable[Record]:
+        """The records made so far (``lines``: the others hold nothing)."""
+        records = self._records
+        return records.made() if type(records) is Lines else records
 
     @property
     def format(self) -> str | None:
@@ -133,7 +167,7 @@ class Transcript:
         self.invalidate()
 
     def append(self, new: Sequence[Record]) -> None:
-        self.records.extend(new)
+        self._records.extend(new)
         self.invalidate()
 
     def remove(self, doomed: Sequence[Record]) -> None:

@@ -269,7 +269,7 @@ class Adapter(_Base):
     def set_setup(self, transcript: Transcript, key: str, text: str | None) -> None:
         chain = self.chain(transcript)
         mine = []
-        for record in (transcript.records[p] for p in chain.visible):
+        for record in (transcript.lines[p] for p in chain.visible):
             if _setup_key(record) == key:
                 mine.append(record)
             else:
@@ -303,7 +303,7 @@ class Adapter(_Base):
             "isMeta": True,
             SETUP_FIELD: key,
             "uuid": new_uuid(),
-            "timestamp": fresh_stamp(transcript.records, chain),
+            "timestamp": fresh_stamp(transcript.lines, chain),
         }
         transcript.append([Record.new(line)])
 
@@ -313,7 +313,7 @@ class Adapter(_Base):
         chain = self.chain(transcript)
         if chain.leaf is None:
             raise LookoutError("claude-code: there is no conversation to compact")
-        records = transcript.records
+        records = transcript.lines  # (what moves is in the live conversation: the older lines are left unmade)
         visible = [records[p] for p in chain.visible]
         start = len(visible)
         if keep_from is not None:
@@ -332,7 +332,7 @@ class Adapter(_Base):
         transcript.settled = settled(chain, transcript.view())
         env = _envelope(chain)
         leaf = chain.obj(chain.leaf)
-        stamp = fresh_stamp(transcript.records, chain)
+        stamp = fresh_stamp(records, chain)
         trigger = metadata.get("trigger") or "manual"
         pre = metadata.get("pre_tokens")
         if not isinstance(pre, int):
@@ -404,7 +404,7 @@ class Adapter(_Base):
         # the kept lines move: each leaves a stub in its place (the usage a response recorded,
         # for usage readers, and a marker naming its original line, for ``lookout restore``)
         # and is written after the summary, once, marked as added
-        at = {id(r): n for n, r in enumerate(records)}
+        at = {id(r): n for n, r in zip(chain.visible, visible)}
         for moved, record in enumerate(tail, 1):
             obj = _exact_copy(record)
             stub: dict[str, Any] = {MOVED_FIELD: save([record])} if save is not None else {MOVED_FIELD: ""}
@@ -451,9 +451,9 @@ def _chain_of(transcript: Transcript) -> Chain:
     read then: from the memo, else from the file)."""
     memo = transcript.memo
     from_memo = memo is not None and memo.settled is not None
-    found = settled_from(memo.settled, transcript.records) if from_memo else transcript.settled
+    found = settled_from(memo.settled, transcript.lines) if from_memo else transcript.settled
     if found is not None:
-        chain = build_chain(transcript.records, found)
+        chain = build_chain(transcript.lines, found)
         if chain is not None:
             return chain
         if from_memo:

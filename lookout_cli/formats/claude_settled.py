@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any
 
+from lookout_cli.core.jsonl import Line
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
@@ -67,7 +68,7 @@ def settled_plain(found: Settled) -> tuple:
 def settled_from(kept: tuple | list, records: list) -> Settled:
     at, keys, lines, *columns, compactions, latest = kept
     lines = memoryview(lines).cast("q")  # (marshal gives the array's bytes)
-    usages = [Usage(records[pos], *figures) for pos, *figures in zip(lines, *columns)]  # (``_USAGE_COLUMNS``)
+    usages = [Usage(Line(pos + 1), *figures) for pos, *figures in zip(lines, *columns)]  # (``_USAGE_COLUMNS``)
     return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
@@ -191,7 +192,8 @@ class Settling:
         compactions = []
         for n, segment in enumerate(segments):
             for pos, found in zip(segment, figures.along(segment)):
-                responses.add(records[pos], found, pos)
+                if found is not None:
+                    responses.add(Line(pos + 1), found, pos)
             responses.next_segment()
             if n < len(boundaries):
                 compaction = self.compactions[boundaries[n]]

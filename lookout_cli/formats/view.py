@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from lookout_cli.core.jsonl import Record
+from lookout_cli.core.jsonl import Line, Record
 from lookout_cli.formats.kinds import (  # the view's words, here with its classes for the modules that use both
     ASSISTANT_ROLES,
     IMAGE,
@@ -77,7 +77,7 @@ class Item:
 class Usage:
     """One API response's token usage as the provider recorded it (counted once)."""
 
-    record: Record
+    record: Record | Line  # its line (a ``Line``: one of an older segment, read into a summary)
     input: int = 0  # uncached input
     cache_write: int = 0
     cache_read: int = 0

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.images.probe import ImageError, probe_base64
 
 if TYPE_CHECKING:  # pragma: no cover - the meter prices items without importing the view to run
     from lookout_cli.formats.view import Item
@@ -197,6 +196,9 @@ def image_dimensions(item: Item) -> tuple[int, int] | None:
         return ref.dims
     if ref is None or not ref.data:
         return None
+    # imported here: only a transcript with images reads them
+    from lookout_cli.images.probe import ImageError, probe_base64
+
     try:
         info = probe_base64(ref.data)
     except ImageError:

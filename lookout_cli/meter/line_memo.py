@@ -54,7 +54,7 @@ from lookout_cli.core.fsutil import (
     sealed_sections,
     section_writer,
 )
-from lookout_cli.core.jsonl import LeanRecord, LineIndex
+from lookout_cli.core.jsonl import LeanRecord, LineIndex, Lines
 from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
@@ -198,10 +198,10 @@ class LineMemo:
         return self._old["format"] if self._old and self._old["sniffed"] is not None else None
 
     # --- reading ----------------------------------------------------------------------------
-    def resume(self, handle: IO[bytes], adapter) -> tuple[list[LeanRecord], LineIndex] | None:
+    def resume(self, handle: IO[bytes], adapter) -> Lines | None:
         """When ``handle`` (a regular file at its start) is the file measured before, grown or
-        unchanged: records for the lines measured then, with their nodes, and the index to read
-        on with (``handle`` is left where those lines end). Else None."""
+        unchanged: the records of the lines measured then, with their nodes, and the index to
+        read on with (``handle`` is left where those lines end). Else None."""
         old = self._old
         try:
             state = measure_state.State(**old["state"])
@@ -225,9 +225,10 @@ class LineMemo:
             nodes = [kept for part in self._parts for kept in part.nodes_from(at)]
             if len(nodes) != count:
                 raise ValueError("not a node a line")
-            records = list(map(LeanRecord, range(1, count + 1), itertools.repeat(index), itertools.repeat(None)))
+            # the lines before ``at`` are made only when asked for (``Lines``)
+            records = list(map(LeanRecord, range(at + 1, count + 1), itertools.repeat(index), itertools.repeat(None)))
             revive = adapter.revive
-            for record, kept in zip(records[at:], nodes[at:]):
+            for record, kept in zip(records, nodes[at:]):
                 if kept is not None:
                     record.node = revive(kept)
             self.settled = [marshal.loads(raw) for raw in holder.settled] if holder is not None else None
@@ -245,7 +246,7 @@ class LineMemo:
         handle.seek(state.offset)
         if os.fstat(handle.fileno()).st_size - state.offset <= FEW_BYTES:
             tokenizer.count_few()  # what is left to count is what was appended: a prompt's worth
-        return records, index
+        return Lines(index, at, records)
 
     def unsettle(self) -> None:
         """``settled`` does not hold: the adapter reads the lines it stood for from the file,
@@ -328,14 +329,13 @@ class LineMemo:
         each line's node as it is written (nothing reads them after the view): the lines and
         items this run added, appended, when it resumed the memo; else all of them, anew. Best
         effort: a memo that cannot be written costs only time."""
-        records = transcript.records
+        records = transcript.lines
         first = self._first
         if not records or len(self.digests) != (len(records) - first) * DIGEST_BYTES or self._count is None:
             return
-        index = records[0]._index
-        offset, size = records[-1].span()
+        index = records[-1]._index
         complete = len(records)
-        if os.pread(index.fd, 1, offset + size - 1) != b"\n":
+        if os.pread(index.fd, 1, index.starts[complete] - 1) != b"\n":
             complete -= 1  # the last line may still be being written: read it again next time
         append = self._resumed_as_counted and self._after is not None
         if not append:
@@ -376,8 +376,13 @@ class LineMemo:
                     for value in settled[1]:
                         put(value)
                     put(None)
+                unmade = records.head if type(records) is Lines else 0  # (lines with no node: not made for it)
                 for at in range(first, complete, CHUNK):
-                    chunk_of = records[at:min(at + CHUNK, complete)]
+                    stop = min(at + CHUNK, complete)
+                    if stop <= unmade:
+                        put([None] * (stop - at))
+                        continue
+                    chunk_of = records[at:stop]
                     put([plain(r.node) for r in chunk_of])
                     for record in chunk_of:
                         record.node = None

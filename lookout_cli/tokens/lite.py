@@ -14,7 +14,7 @@ tiktoken's core does, in Python:
 
 The ranks are read from a table on disk (``mmap``), not loaded: an open-addressing hash table
 of the tokens (crc32), written next to the kept rank tables by the first run that wanted it
-and found none (that run loads the full tokenizer), headed by the sha256 of the rest and
+and found none (that run loads the full tokenizer), headed by the crc32 of the rest and
 checked when opened. The counts are
 ``encode_ordinary``'s (tests/test_tokens_lite.py compares them on every text of the shared
 transcripts and on hand-picked edge cases); ``tokenizer.count`` uses this path only until
@@ -24,7 +24,6 @@ transcripts and on hand-picked edge cases); ``tokenizer.count`` uses this path o
 from __future__ import annotations
 
 import array
-import hashlib
 import itertools
 import mmap
 import os
@@ -35,10 +34,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lookout_cli.core.file_guard import digest
 from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
 
-MAGIC = b"LKBPE\x01" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are the machine's own
-HEAD = struct.Struct("<8s32sII")  # magic, sha256 of what follows, tokens, slots
+MAGIC = b"LKBPE\x02" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are the machine's own
+HEAD = struct.Struct("<8sIII4x")  # magic, crc32 of what follows (zlib's: no OpenSSL to load), tokens, slots
 LITE_CHARS = 64_000  # beyond this many characters in a process (about 0.1 s of them), the full tokenizer pays
 KNOWN_MAX = 100_000  # pieces remembered
 LONG_PIECE = 256  # a piece this long that is no token: merging it in Python is quadratic
@@ -46,7 +46,7 @@ LONG_PIECE = 256  # a piece this long that is no token: merging it in Python is 
 
 def table_path(ranks_path: Path) -> Path:
     """Next to the kept rank table (whose name pins the encoding, its hash and the format)."""
-    return ranks_path.with_name(ranks_path.stem + "-table-1.bin")
+    return ranks_path.with_name(ranks_path.stem + "-table-2.bin")
 
 
 def write_table(path: Path, ranks: dict[bytes, int]) -> None:
@@ -68,7 +68,7 @@ def write_table(path: Path, ranks: dict[bytes, int]) -> None:
         slots[h] = rank
     offsets = array.array("I", itertools.accumulate(map(len, by_rank), initial=0))
     body = b"".join([slots.tobytes(), offsets.tobytes(), *by_rank])
-    head = HEAD.pack(MAGIC, hashlib.sha256(body).digest(), n, size)
+    head = HEAD.pack(MAGIC, zlib.crc32(body), n, size)
     with atomic_writer(path, cache=True) as fh:
         fh.write(head + body)
 
@@ -95,9 +95,9 @@ class Table:
             return None
         if len(mapped) < HEAD.size:
             return None
-        magic, digest, n, size = HEAD.unpack_from(mapped)
+        magic, check, n, size = HEAD.unpack_from(mapped)
         if (magic != MAGIC or size & (size - 1) or len(mapped) < HEAD.size + 4 * (size + n + 1)
-                or hashlib.sha256(memoryview(mapped)[HEAD.size:]).digest() != digest):
+                or zlib.crc32(memoryview(mapped)[HEAD.size:]) != check):
             return None
         return cls(mapped, n, size)
 
@@ -164,7 +164,7 @@ def _kept_split(pat_str: str, folder: Path) -> Callable[[str], list[str]] | None
     if found is None:
         return None
     core, stamp = found
-    name = hashlib.sha256(f"{pat_str}\0{stamp}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    name = digest(f"{pat_str}\0{stamp}".encode("utf-8", "surrogatepass"))[:16]
     try:
         args = kept_value(folder / f"pattern-{name}-{MARSHAL_TAG}.marshal", lambda: _compiled_args(pat_str),
                           lambda kept: type(kept) is tuple and kept[:1] == (pat_str,))
