@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import os
 import sys
 
 import click
@@ -25,7 +24,6 @@ from lookout_cli.meter.cost import last_timed
 from lookout_cli.meter.report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options, write_stdout
 
-TOKENIZER_FIRST_BYTES = 64 << 20  # inputs from this size load the tokenizer before reading
 
 
 class Percent(click.ParamType):
@@ -218,14 +216,6 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     memo = LineMemo(run.file, run.format_name, lambda model: count_key(settings.model or model, settings)) \
         if remembered else None
     cold = not settings.estimate and (memo is None or not memo.known)  # its text will be counted
-    if cold and _input_bytes(run) >= TOKENIZER_FIRST_BYTES:
-        # a large file measured for the first time: load the tokenizer before the lines are
-        # read, while memory is low: the 25 MB table tiktoken is built from (let go of once
-        # built) then never sits on top of the lines' summaries
-        from lookout_cli.tokens.tokenizer import encoding_for_model, get_encoding
-
-        with progress.stage("loading the tokenizer"):
-            get_encoding(encoding_for_model(settings.model))  # the transcript's model is not known yet
     ahead = None
     if cold and jobs > 1:  # the workers count the input's end while it is read
         from lookout_cli.meter import count_ahead
@@ -292,14 +282,6 @@ def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript
     adapter = transcript.adapter
     view = adapter.usage_view(kept) if adapter is not None else View(format="unknown")
     return measure_usage(view, settings), transcript
-
-
-def _input_bytes(run: Run) -> int:
-    """The size of the input FILE (0 for standard input or what cannot be looked at)."""
-    try:
-        return os.stat(run.file).st_size if run.source is not None else 0
-    except OSError:
-        return 0
 
 
 def make_counter(model: str | None, settings: Settings, jobs: int = 1, cache: bool = True):

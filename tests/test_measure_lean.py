@@ -440,31 +440,3 @@ def test_a_fifo_or_process_substitution_given_as_file_is_kept_in_a_temporary_fil
                            capture_output=True, timeout=120)
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout == data
-
-
-def test_a_large_file_measured_first_loads_the_tokenizer_before_its_lines(session_of, monkeypatch, tmp_path):
-    """Its loading scaffolding (the 25 MB table tiktoken is built from) then never sits on top
-    of the lines' summaries (B12); a file measured before, whose lines may need no counting, is
-    read first as before."""
-    from lookout_cli.commands import measure as measure_command
-    from lookout_cli.tokens import tokenizer as tokens
-
-    events = []
-    load_encoding, load_lines = tokens.get_encoding, Run.load
-    monkeypatch.setattr(tokens, "get_encoding", lambda *a: events.append("tokenizer") or load_encoding(*a))
-    monkeypatch.setattr(Run, "load", lambda self, **kw: events.append("lines") or load_lines(self, **kw))
-    monkeypatch.setattr(measure_command, "TOKENIZER_FIRST_BYTES", 1)
-    path = tmp_path / "session.jsonl"
-    path.write_bytes(session_of("claude-code").read_bytes())
-    settings = Settings(now=NOW, discover_rules=False)
-    measure_input(Run("measure", file=str(path), isolated=True), settings)
-    assert events[:2] == ["tokenizer", "lines"]
-    events.clear()
-    with open(path, "ab") as handle:  # grown: measured again, not from its snapshot
-        handle.write(b'{"type":"progress","uuid":"p-new","parentUuid":null}\n')
-    measure_input(Run("measure", file=str(path), isolated=True), settings)
-    assert events[0] == "lines"
-    events.clear()
-    measure_input(Run("measure", file=str(path), isolated=True), Settings(now=NOW, discover_rules=False,
-                                                                       estimate=True))
-    assert "tokenizer" not in events
