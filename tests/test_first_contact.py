@@ -58,6 +58,31 @@ def test_ctrl_c_while_lookout_loads_is_one_line_and_130(tmp_path):
     assert answered >= 3
 
 
+def test_lookout_leaves_once_its_exit_handlers_ran_and_its_output_is_out(tmp_path):
+    """lookout ends the process without the interpreter's teardown (``__main__.leave``): the exit
+    handlers still run (an extension's, here), every byte of the transcript reaches the pipe,
+    the status is the command's, and a reader gone away still gets 141."""
+    import sys
+
+    mark = tmp_path / "handled"
+    code = ("import atexit, pathlib, runpy, sys\n"
+            f"atexit.register(lambda: pathlib.Path({str(mark)!r}).write_text('ran'))\n"
+            "sys.argv = ['lookout', *sys.argv[1:]]\nrunpy.run_module('lookout_cli', run_name='__main__')")
+    env = dict(os.environ, LOOKOUT_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1")
+    done = subprocess.run([sys.executable, "-c", code, "measure", "-q", "--no-discover", str(EXAMPLE)],
+                          capture_output=True, env=env, cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stdout == EXAMPLE.read_bytes() and mark.read_text() == "ran"
+    failed = subprocess.run([sys.executable, "-c", code, "measure", "-q", "--no-discover", "--fail-at", "0.001",
+                             str(EXAMPLE)], capture_output=True, env=env, cwd=REPO, timeout=60)
+    assert failed.returncode == 1 and failed.stdout == EXAMPLE.read_bytes()
+    assert failed.stderr.decode().startswith("lookout: measure: context at")
+    shell = subprocess.run(["bash", "-c", f'{shlex.join(lookout_exe())} measure --no-discover "$1" | head -c 10; '
+                            'echo "status ${PIPESTATUS[0]}" >&2', "_", str(EXAMPLE)], capture_output=True, env=env,
+                           timeout=60)
+    assert shell.stdout == EXAMPLE.read_bytes()[:10]
+    assert shell.stderr.decode().splitlines()[-1] == "status 141" and b"Traceback" not in shell.stderr
+
+
 def _frames_of_lookout(traceback: str) -> list[str]:
     """The frames of a traceback in lookout's own files (the entry script's line that imports
     lookout names it too, and is not one)."""

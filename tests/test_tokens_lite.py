@@ -113,10 +113,10 @@ def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch
     assert len(list((tmp_path / "cache").glob("*-table-*"))) == 1
     with open(f, "ab") as fh:
         fh.write(b"".join(src[-6:]))
-    code = ("import runpy, sys; sys.argv = ['lookout', 'measure', '--json', '--no-discover', sys.argv[1]]\n"
-            "try:\n    runpy.run_module('lookout_cli', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex')), file=sys.stderr)")
+    code = ("import atexit, runpy, sys; sys.argv = ['lookout', 'measure', '--json', '--no-discover', sys.argv[1]]\n"
+            "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex')),"
+            " file=sys.stderr))\n"  # (an exit handler: lookout leaves the process once they have run)
+            "runpy.run_module('lookout_cli', run_name='__main__')")
     r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, cwd=REPO, check=False)
     assert r.stderr.decode().strip().splitlines()[-1] == "['regex._regex']", r.stderr.decode()
     grown = json.loads(r.stdout)
