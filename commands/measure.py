@@ -25,7 +25,6 @@ from lookout_cli.meter.report import SCHEMA_TEXT, render, to_dict
 from lookout_cli.options import Run, filter_options, write_stdout
 
 
-
 class Percent(click.ParamType):
     """A percentage such as 80 or 80%."""
 

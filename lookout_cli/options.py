@@ -521,7 +521,7 @@ class Run:
                             if memo is not None:
                                 memo.note_settled()
                             settling.add(value if type(value) is dict else None)
-                            lines.head += 1
+                            lines.hold()
                             continue
                     else:
                         settling = None

@@ -70,15 +70,15 @@ def test_lookout_leaves_once_its_exit_handlers_ran_and_its_output_is_out(tmp_pat
             "sys.argv = ['lookout', *sys.argv[1:]]\nrunpy.run_module('lookout_cli', run_name='__main__')")
     env = dict(os.environ, LOOKOUT_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1")
     done = subprocess.run([sys.executable, "-c", code, "measure", "-q", "--no-discover", str(EXAMPLE)],
-                          capture_output=True, env=env, cwd=REPO, timeout=60)
+                          capture_output=True, env=env, cwd=REPO, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout == EXAMPLE.read_bytes() and mark.read_text() == "ran"
     failed = subprocess.run([sys.executable, "-c", code, "measure", "-q", "--no-discover", "--fail-at", "0.001",
-                             str(EXAMPLE)], capture_output=True, env=env, cwd=REPO, timeout=60)
+                             str(EXAMPLE)], capture_output=True, env=env, cwd=REPO, timeout=60, check=False)
     assert failed.returncode == 1 and failed.stdout == EXAMPLE.read_bytes()
     assert failed.stderr.decode().startswith("lookout: measure: context at")
-    shell = subprocess.run(["bash", "-c", f'{shlex.join(lookout_exe())} measure --no-discover "$1" | head -c 10; '
-                            'echo "status ${PIPESTATUS[0]}" >&2', "_", str(EXAMPLE)], capture_output=True, env=env,
-                           timeout=60)
+    pipeline = f'{shlex.join(lookout_exe())} measure --no-discover "$1" | head -c 10; echo "status ${{PIPESTATUS[0]}}" >&2'
+    shell = subprocess.run(["bash", "-c", pipeline, "_", str(EXAMPLE)], capture_output=True, env=env, timeout=60,
+                           check=False)
     assert shell.stdout == EXAMPLE.read_bytes()[:10]
     assert shell.stderr.decode().splitlines()[-1] == "status 141" and b"Traceback" not in shell.stderr
 

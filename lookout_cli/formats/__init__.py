@@ -78,7 +78,8 @@ class Transcript:
 
     def __init__(self, records: list[Record] | Lines, adapter: Adapter | None, source: str | None = None):
         self._records = records
-        self.original = records.copy() if type(records) is Lines else list(records)  # what came in, for --dry-run and --check
+        # what came in, for --dry-run and --check (``Lines``: its copy, which shares the records made)
+        self.original = records.copy() if type(records) is Lines else list(records)
         self.adapter = adapter
         self.source = source  # the input file's path, or None for standard input
         self._view: View | None = None
@@ -106,7 +107,7 @@ class Transcript:
         return records
 
     @records.setter
-    def records(self, records: list[Record]) -> None:
+    def records(self, records: list[Record] | Lines) -> None:
         self._records = records
 
     @property
