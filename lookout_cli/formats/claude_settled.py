@@ -32,11 +32,11 @@ from lookout_cli.formats.claude_chain import (
     CONVERSATION_TYPES,
     MOVED_KIND,
     Chain,
-    RecentUuids,
     Settled,
     is_boundary,
     line_type,
     preserved_segment,
+    uuid_key,
 )
 from lookout_cli.formats.claude_items import Responses, compaction_of, figures_of
 from lookout_cli.formats.view import Compaction, Usage, View
@@ -86,7 +86,6 @@ class Settling:
     times are kept only while they are candidates."""
 
     def __init__(self) -> None:
-        self.recent = RecentUuids()
         self.by_uuid = _Uuids()  # the newest line with each uuid
         self.parents = array.array("q")  # each line's parent's position, -1: none
         self.flags = bytearray()
@@ -103,17 +102,16 @@ class Settling:
         kind = line_type(obj) if obj is not None else None
         if type(kind) is not str:  # (no type a chain follows; and one that is a list cannot be looked up)
             kind = None
-        key = self.recent.key
-        uid = key(obj.get("uuid")) if kind in CHAIN_TYPES else None
-        if uid is None:
+        uid = obj.get("uuid") if kind in CHAIN_TYPES else None
+        if type(uid) is not str:  # (names no line: ``uuid_key``)
             parents.append(-1)
             flags.append(0)
             return
         by_uuid = self.by_uuid
         recent = by_uuid.recent
-        parent = key(obj.get("parentUuid"))
+        parent = obj.get("parentUuid")
         above = -1
-        if parent is not None:
+        if type(parent) is str:
             above = recent.get(parent, -1)
             if above < 0:  # an older line, or none
                 above = by_uuid.older(parent)
@@ -149,8 +147,8 @@ class Settling:
     def _boundary(self, pos: int, obj: dict) -> None:
         if preserved_segment(obj) is not None:
             self.broken = True
-        logical = self.recent.key(obj.get("logicalParentUuid"))
-        self.logical[pos] = self.by_uuid.get(logical, -1) if logical is not None else -1
+        logical = obj.get("logicalParentUuid")
+        self.logical[pos] = self.by_uuid.get(logical) if type(logical) is str else -1
         self.compactions[pos] = compaction_of(None, obj)
 
     def settled(self, records: list) -> Settled | None:
@@ -161,8 +159,9 @@ class Settling:
         if self.broken or self.figures.broken or self.by_uuid.spent or node is None or not is_boundary(node) \
                 or node.get("isSidechain") is True or preserved_segment(node) is not None:
             return None
-        logical = node.get("logicalParentUuid")
-        start = self.by_uuid.get(logical, -1) if logical is not None else -1
+        logical = node.get("logicalParentUuid")  # (a node keeps it as ``uuid_key`` gives it)
+        self.by_uuid.put_away()
+        start = self.by_uuid.older(logical, counted=False) if logical is not None else -1
         self.by_uuid = _Uuids()  # let go of the uuids: what follows reads positions
         flags, parents = self.flags, self.parents
         segments: list[array.array] = []  # (positions, not a number object each: a long session's are many)
@@ -245,17 +244,18 @@ class _Figures:
 
 
 class _Uuids:
-    """Each uuid's newest line (``uuid_key``'s key: its position), a quarter of the room a dict of
-    every line's took: the lines read last in a dict (``recent``), the older ones (``put_away``)
-    in sorted arrays of the numbers' halves, a chunk each time the dict fills. A line names
-    its parent among the lines just before it nearly always; an older one is looked for in the
-    chunks, newest first."""
+    """Each uuid's newest line (its position), a quarter of the room a dict of every line's
+    took: the lines read last in a dict by their uuid's text (``recent``), the older ones
+    (``put_away``) in sorted arrays of the halves of ``uuid_key``'s numbers, a chunk each time
+    the dict fills. A line names its parent among the lines just before it nearly always; an
+    older one is looked for in the chunks, newest first. A uuid is made a number only when it
+    is put away or looked for there: once a line, not twice."""
 
     WINDOW = 8192  # uuids in the dict
     SEARCHES = 4096  # lines looked for in the chunks before the caller reads every line instead
 
     def __init__(self) -> None:
-        self.recent: dict[Any, int] = {}
+        self.recent: dict[str, int] = {}
         self.chunks: list[tuple[array.array, array.array, array.array]] = []  # (high halves, low, positions)
         self.others: dict[Any, int] = {}  # keys that are no 128-bit number (not canonical uuids)
         self.searched = 0
@@ -265,17 +265,19 @@ class _Uuids:
         """Whether lines named older ones more often than this looks for them."""
         return self.searched > self.SEARCHES
 
-    def get(self, key: Any, default: int = -1) -> int:
-        found = self.recent.get(key, -1)
-        return found if found >= 0 else self.older(key, default)
+    def get(self, text: str) -> int:
+        found = self.recent.get(text, -1)
+        return found if found >= 0 else self.older(text)
 
-    def older(self, key: Any, default: int = -1) -> int:
-        """The position of ``key`` put away, else ``default``."""
+    def older(self, uuid: Any, counted: bool = True) -> int:
+        """The position of ``uuid`` (its text, or ``uuid_key``'s key) put away, else -1; a
+        search ``counted`` towards ``spent``."""
+        key = uuid_key(uuid) if type(uuid) is str else uuid
         if type(key) is not int:
-            return self.others.get(key, default)
-        self.searched += 1
+            return self.others.get(key, -1)
+        self.searched += counted
         if self.searched > self.SEARCHES:
-            return default  # too many lines named older ones: the caller reads every line (``spent``)
+            return -1  # too many lines named older ones: the caller reads every line (``spent``)
         high, low = key >> 64, key & _LOW
         for highs, lows, positions in reversed(self.chunks):
             n = bisect.bisect_left(highs, high)
@@ -283,12 +285,18 @@ class _Uuids:
                 if lows[n] == low:
                     return positions[n]
                 n += 1
-        return default
+        return -1
 
     def put_away(self) -> None:
-        """Move the dict's uuids to a chunk (its other keys to ``others``)."""
-        numbers = sorted((key, pos) for key, pos in self.recent.items() if type(key) is int)
-        self.others.update((key, pos) for key, pos in self.recent.items() if type(key) is not int)
+        """Move the dict's uuids to a chunk (the others, not canonical uuids, to ``others``)."""
+        numbers = []
+        for text, pos in self.recent.items():
+            key = uuid_key(text)
+            if type(key) is int:
+                numbers.append((key, pos))
+            else:
+                self.others[key] = pos
+        numbers.sort()
         self.recent = {}
         self.chunks.append((array.array("Q", [key >> 64 for key, _ in numbers]),
                             array.array("Q", [key & _LOW for key, _ in numbers]),
