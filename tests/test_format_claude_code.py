@@ -788,23 +788,35 @@ def _same_view_as_every_line(lean: Transcript, data: bytes):
     return chain
 
 
+@pytest.mark.parametrize("told_from", [None, 1], ids=["format told from 50 lines", "format told from the first"])
 @pytest.mark.parametrize("path", [p for p in real_transcripts() if "claude-code" in p.parts],
                          ids=lambda p: p.name)
-def test_a_real_session_read_whole_views_as_every_line_does_with_its_uuids_put_away(tmp_path, monkeypatch, path):
+def test_a_real_session_read_whole_views_as_every_line_does_with_its_uuids_put_away(tmp_path, monkeypatch, path,
+                                                                                   told_from):
     """The real sessions, loaded as a measure loads a file, with all but the last two uuids read
     put away in chunks (``claude_settled._Uuids``): the view every line gives. The session
     compacted after a rewind is taken by the reader (no node before its boundary); the one with
-    a partial compaction is read whole."""
+    a partial compaction is read whole. Told the format from its first line (the real sessions
+    are short), a session's lines before its last compaction are read without a record
+    (``Lines``) but the ones asked for."""
+    from lookout_cli import options
     from lookout_cli.formats import claude_settled
     from lookout_cli.options import Run
 
     monkeypatch.setattr(claude_settled._Uuids, "WINDOW", 2)
+    if told_from is not None:
+        monkeypatch.setattr(options, "SNIFF_RECORDS", told_from)
     copy = tmp_path / path.name
     copy.write_bytes(path.read_bytes())
     lean = Run("measure", file=str(copy), isolated=True).load()
     chain = _same_view_as_every_line(lean, copy.read_bytes())
     if path.name.startswith("claudecodelog-dag_compact_after_rewind"):
-        assert chain.settled is not None and all(r.node is None for r in lean.records[:chain.settled.at])
+        at = chain.settled.at if chain.settled is not None else None
+        assert at is not None and lean.lines.head == (at if told_from else 0)
+        if told_from:  # made: the first line (the format told from it) and the older boundaries
+            assert sorted(r.lineno - 1 for r in lean.lines.made() if r.lineno <= at) == \
+                [0, *(c.record.lineno - 1 for c in chain.settled.compactions)]
+        assert all(r.node is None for r in lean.records[:at])
     if path.name.startswith("agentsessions-claude-small-schema-coverage"):
         assert chain.settled is None and all(r.node is not None for r in lean.records if r.data is not None)
 

@@ -16,11 +16,18 @@ import threading
 
 import pytest
 from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
+from lookout_cli.commands.measure import make_counter, measure_input
 from test_measure import ALL_INPUTS
 
-from lookout_cli.commands.measure import make_counter, measure_input
 from lookout_cli.core import jsonl
-from lookout_cli.core.jsonl import LeanRecord, Lines, Record, RecordWriter, lean_index, read_indexed_lines, read_lean_records
+from lookout_cli.core.jsonl import (
+    LeanRecord,
+    Lines,
+    Record,
+    RecordWriter,
+    lean_index,
+    read_indexed_lines,
+)
 from lookout_cli.core.saved import MARKER
 from lookout_cli.formats.view import IMAGE, TOOL_CALL
 from lookout_cli.meter.analysis import Settings, measure
@@ -340,7 +347,7 @@ def test_a_lean_record_renumbered_still_reads_its_own_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_bytes(b'{"n":1}\n{"n":2}\n{"n":3}\n')
     with open(path, "rb") as handle:
-        records = list(read_lean_records(handle))
+        records = _lines_of(handle, 0).tail
         for record in records:
             record.release()
         for record in records:
@@ -355,7 +362,7 @@ def test_a_copy_of_a_lean_record_reads_the_same_line_and_is_edited_apart(tmp_pat
     path = tmp_path / "t.jsonl"
     path.write_bytes(b'{"n":1}\n{"n":2}\n')
     with open(path, "rb") as handle:
-        first, second = list(read_lean_records(handle))
+        first, second = _lines_of(handle, 0).tail
         first.release()
         second.edit()["n"] = 20
         one, two = first.copy(), second.copy()
@@ -379,7 +386,7 @@ def test_lean_records_written_back_are_read_a_block_at_a_time(tmp_path, monkeypa
     path.write_bytes(b"".join(lines))
     out = io.BytesIO()
     with open(path, "rb") as handle:
-        records = list(read_lean_records(handle))
+        records = _lines_of(handle, 0).tail
         for record in records:
             record.release()
         records[500].edit()["n"] = "five hundred"

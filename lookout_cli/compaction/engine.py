@@ -34,7 +34,7 @@ from lookout_cli.compaction import plan, summarizers
 from lookout_cli.compaction.gauge import Gauge, _inferred, _scale, saved_text
 from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.core.jsonl import Lines, Record
+from lookout_cli.core.jsonl import Record
 from lookout_cli.core.saved import MARKER, SavedStore
 from lookout_cli.formats import Transcript
 from lookout_cli.formats.clearing import clamp_item, clear_cost, clear_item
@@ -182,15 +182,14 @@ class _Snapshot:
     def __init__(self, transcript: Transcript) -> None:
         import copy
 
-        lines = transcript.lines  # (lines left unmade stay so: made after, they are made anew)
-        self.records = lines.copy(apart=True) if type(lines) is Lines else list(lines)
+        self.records = transcript.lines.copy(apart=True)  # (lines left unmade stay so: made after, they are made anew)
         self.state = [(r, copy.deepcopy(r._obj) if r.edited else r._obj, r.edited, r.lineno)
                       for r in transcript.made()]
 
     def restore(self, transcript: Transcript) -> None:
         for record, obj, edited, lineno in self.state:
             record._obj, record.edited, record.lineno = obj, edited, lineno
-        transcript.records = self.records.copy(apart=True) if type(self.records) is Lines else list(self.records)
+        transcript.records = self.records.copy(apart=True)
         transcript.invalidate()
 
 

@@ -327,11 +327,12 @@ class Lines(Sequence):
     when one of them is asked for, from ``spans``: a long session's measure keeps no object for
     each of them (SPEC §1: offsets and small summaries). A record once made is the one given
     each time after. A record can take a line's place, and records can be added at the end;
-    ``Transcript.records`` makes every record, in a list, for the commands that move lines."""
+    ``every`` makes every record, in a list, for the commands that move lines. Records read
+    whole (no ``spans``) are all in ``tail``."""
 
     __slots__ = ("_made", "head", "spans", "tail")
 
-    def __init__(self, spans: LineIndex, head: int = 0, tail: list[Record] | None = None) -> None:
+    def __init__(self, spans: LineIndex | None, head: int = 0, tail: list[Record] | None = None) -> None:
         self.spans = spans
         self.head = head
         self.tail = tail if tail is not None else []  # the records of the lines from ``head`` on
@@ -379,6 +380,14 @@ class Lines(Sequence):
 
     def extend(self, records: Iterable[Record]) -> None:
         self.tail.extend(records)
+
+    def every(self) -> list[Record]:
+        """Every record, in order: the lines before ``head`` are made now. The list is the one
+        kept (``tail``): a change to it is a change to these lines."""
+        if self.head:
+            self.tail[:0] = [self[n] for n in range(self.head)]
+            self.head, self._made = 0, {}  # (a copy sharing what was made keeps it)
+        return self.tail
 
     def copy(self, apart: bool = False) -> Lines:
         """The same lines, to change apart from these: a record made later in either is the
@@ -429,19 +438,6 @@ class Lines(Sequence):
         if self.head > at:
             yield at, self.head
         yield from self.tail
-
-
-def read_lean_records(handle: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                      spool: IO[bytes] | None = None, index: LineIndex | None = None) -> Iterator[LeanRecord]:
-    """``read_records`` whose records hold their bytes until ``release()``, then only their
-    line number: the lines stay in ``handle`` (a seekable file left open), or in ``spool`` (a
-    file opened for writing and reading) where they are copied as they are read. With
-    ``index`` (of lines of ``handle`` read before, up to where it stands) the line numbers go
-    on from its last."""
-    if index is None:
-        index = lean_index(handle, spool)
-    for lineno, raw in read_indexed_lines(handle, index, max_record_bytes, spool):
-        yield LeanRecord(lineno, index, raw)
 
 
 def lean_index(handle: IO[bytes], spool: IO[bytes] | None = None) -> LineIndex:
@@ -682,11 +678,11 @@ class RecordWriter:
         making them."""
         run: list[int] | None = None  # [fd, start, end, lines] of such records
         if type(records) is Lines:
-            fd, starts = records.spans.fd, records.spans.starts
             for part in records.unmade_runs():
                 if type(part) is not tuple:
                     run = self._write_one(part, original, run)
                     continue
+                fd, starts = records.spans.fd, records.spans.starts
                 at, end = part
                 while at < end:  # a block at a time
                     stop = max(at + 1, bisect.bisect_right(starts, starts[at] + COPY_BLOCK, at + 1, end + 1) - 1)

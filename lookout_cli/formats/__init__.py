@@ -77,9 +77,10 @@ class Transcript:
     """All records of one input, in order, and the adapter that understands them."""
 
     def __init__(self, records: list[Record] | Lines, adapter: Adapter | None, source: str | None = None):
-        self._records = records
-        # what came in, for --dry-run and --check (``Lines``: its copy, which shares the records made)
-        self.original = records.copy() if type(records) is Lines else list(records)
+        self.lines: Lines  # the records, those of the lines a lean load left unmade made when asked for: to read,
+        # and to change in place (``lines[n] = record``: a line's place stays) or append to (``records``)
+        self.records = records
+        self.original = self.lines.copy()  # what came in, for --dry-run and --check (sharing the records made)
         self.adapter = adapter
         self.source = source  # the input file's path, or None for standard input
         self._view: View | None = None
@@ -98,37 +99,20 @@ class Transcript:
 
     @property
     def records(self) -> list[Record]:
-        """Every record, in order: the lines a lean load left unmade (``Lines``) are made now."""
-        records = self._records
-        if type(records) is not list:
-            records = self._records = list(records)
-            if type(self.original) is Lines:  # (the records made for one are the other's)
-                self.original = list(self.original)
-        return records
+        """Every record, in a list (``Lines.every``: the lines a lean load left unmade are made now)."""
+        return self.lines.every()
 
     @records.setter
     def records(self, records: list[Record] | Lines) -> None:
-        self._records = records
-
-    @property
-    def lines(self) -> Sequence[Record]:
-        """The records, lines a lean load left unmade left so until one is asked for: to read,
-        and to change in place (``lines[n] = record``: a line's place stays) or append to."""
-        return self._records
+        self.lines = records if type(records) is Lines else Lines(None, 0, records)
 
     def number(self) -> None:
         """Number the lines as they are to be written (those a command added have none, 0)."""
-        records = self._records
-        if type(records) is Lines:
-            records.number()
-            return
-        for lineno, record in enumerate(records, 1):
-            record.lineno = lineno
+        self.lines.number()
 
     def made(self) -> Iterable[Record]:
         """The records made so far (``lines``: the others hold nothing)."""
-        records = self._records
-        return records.made() if type(records) is Lines else records
+        return self.lines.made()
 
     @property
     def format(self) -> str | None:
@@ -158,7 +142,7 @@ class Transcript:
 
     @property
     def changed(self) -> bool:
-        return self.records != self.original or any(r.edited for r in self.records)
+        return self.records != list(self.original) or any(r.edited for r in self.records)
 
     # Structural edits used by adapters. Items point at Record objects, so indices never go stale.
     def insert_after(self, anchor: Record | None, new: Sequence[Record]) -> None:
@@ -168,7 +152,7 @@ class Transcript:
         self.invalidate()
 
     def append(self, new: Sequence[Record]) -> None:
-        self._records.extend(new)
+        self.lines.extend(new)
         self.invalidate()
 
     def remove(self, doomed: Sequence[Record]) -> None:

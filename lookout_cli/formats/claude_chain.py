@@ -42,7 +42,7 @@ and the caller reads those lines after all.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,7 +353,7 @@ class Settled:
 class Chain:
     """The live conversation of one transcript, as positions in ``records``."""
 
-    records: list[Record]
+    records: Sequence[Record]
     nodes: list = field(default_factory=list)  # each line's Node (or its whole value)
     sidechain: bool = False  # True when read as a subagent file (all lines sidechain)
     leaf: int | None = None
@@ -420,7 +420,7 @@ def uuid_of(obj: Any, name: str) -> Any:
     return obj.get(name) if type(obj) is Node else uuid_key(obj.get(name))
 
 
-def build_chain(records: list[Record], settled: Settled | None = None) -> Chain | None:
+def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Chain | None:
     """The chain of ``records``; with ``settled``, of the lines from its ``at`` on (the others
     have no node), None when that is not the chain of every line."""
     # a lean record keeps only its node; any other keeps its whole value, which reads the same

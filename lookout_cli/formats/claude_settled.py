@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import array
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from lookout_cli.core.jsonl import Line
+from lookout_cli.core.jsonl import Line, Record
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
@@ -65,7 +65,7 @@ def settled_plain(found: Settled) -> tuple:
     return found.at, tuple(found.keys), lines, *columns, compactions, found.latest
 
 
-def settled_from(kept: tuple | list, records: list) -> Settled:
+def settled_from(kept: tuple | list, records: Sequence[Record]) -> Settled:
     at, keys, lines, *columns, compactions, latest = kept
     lines = memoryview(lines).cast("q")  # (marshal gives the array's bytes)
     usages = [Usage(Line(pos + 1), *figures) for pos, *figures in zip(lines, *columns)]  # (``_USAGE_COLUMNS``)
@@ -151,7 +151,7 @@ class Settling:
         self.logical[pos] = self.by_uuid.get(logical) if type(logical) is str else -1
         self.compactions[pos] = compaction_of(None, obj)
 
-    def settled(self, records: list) -> Settled | None:
+    def settled(self, records: Sequence[Record]) -> Settled | None:
         """What the lines read give the view, the next record being the compaction they end
         at; None when it is not (or a line read is one this does not follow)."""
         at = len(self.flags)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lookout_cli.formats.view import Item
 
@@ -57,7 +57,7 @@ class EarlyItems:
         self.before.add(value)
         return True
 
-    def settled(self, records: list) -> object:
+    def settled(self, records: Sequence) -> object:
         """Every line is read: what the lines before the one shown from give (``Transcript.settled``)."""
         before, self.before = self.before, None
         return before.settled(records) if before is not None else None

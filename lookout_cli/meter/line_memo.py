@@ -333,7 +333,7 @@ class LineMemo:
         first = self._first
         if not records or len(self.digests) != (len(records) - first) * DIGEST_BYTES or self._count is None:
             return
-        index = records[-1]._index
+        index = records.spans
         complete = len(records)
         if os.pread(index.fd, 1, index.starts[complete] - 1) != b"\n":
             complete -= 1  # the last line may still be being written: read it again next time
@@ -376,10 +376,9 @@ class LineMemo:
                     for value in settled[1]:
                         put(value)
                     put(None)
-                unmade = records.head if type(records) is Lines else 0  # (lines with no node: not made for it)
                 for at in range(first, complete, CHUNK):
                     stop = min(at + CHUNK, complete)
-                    if stop <= unmade:
+                    if stop <= records.head:  # lines left unmade have no node: not made for it
                         put([None] * (stop - at))
                         continue
                     chunk_of = records[at:stop]
