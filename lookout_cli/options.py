@@ -40,6 +40,7 @@ from lookout_cli.core.jsonl import (
     lean_index,
     lines_holding,
     read_indexed_lines,
+    read_line_blocks,
     read_records,
 )
 from lookout_cli.core.paths import save_dir
@@ -507,55 +508,46 @@ class Run:
         # the lines before the one shown, of which the adapter keeps what they give (``settles``):
         # parsed here, no record made (``Lines``), as long as none after them was read
         settling, shown_at = _settling(early, lines)
-        loads, decode_error, starts = orjson.loads, orjson.JSONDecodeError, index.starts
+        starts = index.starts
         try:
-            for lineno, raw in read_indexed_lines(handle, index, self.max_record_bytes, spool):
-                progress.update()
+            while True:
                 if settling is not None:
-                    if starts[lineno - 1] < shown_at:
-                        try:
-                            value = loads(raw)
-                        except decode_error:  # blank, not JSON, or what the standard library reads: a record's
-                            value = None
-                        if value is not None:  # (a null is warned about as a record)
-                            if memo is not None:
-                                memo.note_settled()
-                            settling.add(value if type(value) is dict else None)
-                            lines.hold()
-                            continue
-                    else:
-                        settling = None
-                record = LeanRecord(lineno, index, raw)
-                if settling is not None:
-                    lines.hold(record)
-                else:
+                    self._settle(handle, lines, settling, shown_at, memo, adapter, early)
+                    settling = None
+                for lineno, raw in read_indexed_lines(handle, index, self.max_record_bytes, spool):
+                    progress.update()
+                    record = LeanRecord(lineno, index, raw)
                     lines.append(record)
-                if memo is not None:
-                    if early is not None and early.before_shown(record):
-                        memo.note_settled()  # what the line gives is kept, not the line
-                    else:
-                        memo.note(record)
-                        node = memo.node(adapter) if adapter is not None else None
-                        if node is not None:  # a line measured before (so JSON): not parsed again
-                            record.node = node
-                            record.release()
-                            continue
-                self._check(record)
-                if adapter is not None:
-                    _keep_lean(adapter, record, early)
-                    continue
-                sample.append(record)
-                parsed += record.data is not None
-                if parsed >= SNIFF_RECORDS:
-                    adapter = self._adapter_for(sample)
                     if memo is not None:
-                        memo.sniffed = record.lineno
-                        memo = memo if adapter is not None and adapter.remembers_items else None
-                    early = early.start(adapter, fd, start) if early is not None else None
-                    for held in sample:
-                        _keep_lean(adapter, held, early)
-                    sample = []
-                    settling, shown_at = _settling(early, lines)
+                        if early is not None and early.before_shown(record):
+                            memo.note_settled()  # what the line gives is kept, not the line
+                        else:
+                            memo.note(record)
+                            node = memo.node(adapter) if adapter is not None else None
+                            if node is not None:  # a line measured before (so JSON): not parsed again
+                                record.node = node
+                                record.release()
+                                continue
+                    self._check(record)
+                    if adapter is not None:
+                        _keep_lean(adapter, record, early)
+                        continue
+                    sample.append(record)
+                    parsed += record.data is not None
+                    if parsed >= SNIFF_RECORDS:
+                        adapter = self._adapter_for(sample)
+                        if memo is not None:
+                            memo.sniffed = record.lineno
+                            memo = memo if adapter is not None and adapter.remembers_items else None
+                        early = early.start(adapter, fd, start) if early is not None else None
+                        for held in sample:
+                            _keep_lean(adapter, held, early)
+                        sample = []
+                        settling, shown_at = _settling(early, lines)
+                        if settling is not None and starts[-1] < shown_at:
+                            break  # on to the lines before the one shown
+                else:
+                    break
             self._warn_total()
             if memo is not None:
                 memo.read()
@@ -575,6 +567,36 @@ class Run:
         # what was read, and only that, is written back (an agent may append meanwhile)
         transcript.spool, transcript.spool_span = spool or handle, (start, index.starts[-1])
         return transcript
+
+    def _settle(self, handle: IO[bytes], lines: Lines, settling, end: int, memo: LineMemo | None,
+                adapter: Adapter, early: EarlyItems) -> None:
+        """The lines of ``handle`` up to offset ``end`` (the shown one's start), each parsed and
+        handed to ``settling`` with no record made (``Lines.hold``): a block at a time, a long
+        session's every line but its last segment's. A line that is no JSON value (blank, not
+        JSON, a null, what only the standard library reads) gets a record, read as any."""
+        index = lines.spans
+        loads, decode_error, add, hold = orjson.loads, orjson.JSONDecodeError, settling.add, lines.hold
+        for first, block in read_line_blocks(handle, index, end, self.max_record_bytes):
+            unmade = 0
+            for lineno, raw in enumerate(block, first):
+                try:
+                    value = loads(raw)
+                except decode_error:
+                    value = None
+                if value is not None:
+                    add(value if type(value) is dict else None)
+                    unmade += 1
+                    continue
+                hold(count=unmade)
+                unmade = 0
+                record = LeanRecord(lineno, index, raw + b"\n")
+                hold(record)
+                self._check(record)
+                _keep_lean(adapter, record, early)
+            hold(count=unmade)
+            if memo is not None:
+                memo.note_settled(len(block))
+            progress.update()
 
     def _adapter_for(self, records: list[Record]) -> Adapter | None:
         """The format's adapter; an error, not a silent pass-through, when the JSON records are

@@ -892,6 +892,24 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
     assert all(r.node is None for r in lean.records[:last]) is settled
 
 
+@pytest.mark.parametrize("others", [[], ["upper"], ["not-a-uuid", "upper"]],
+                         ids=["all canonical", "one in upper case", "one no uuid"])
+def test_uuids_put_away_are_found_by_their_text_and_no_other(others):
+    """``_Uuids`` puts its dict away at once, the numbers of all its uuids worked out together,
+    when every one is a canonical uuid, else one at a time: either way each is found at its
+    line, and another spelling of one (upper case) names its own line or none."""
+    from lookout_cli.formats.claude_settled import _Uuids
+
+    canonical = [str(uuid.UUID(int=(n + 1) * 0x9E3779B97F4A7C15F39CC0605CEDC835 % (1 << 128))) for n in range(40)]
+    texts = canonical + [canonical[3].upper() if other == "upper" else other for other in others]
+    ids = _Uuids()
+    for pos, text in enumerate(texts):
+        ids.recent[text] = pos
+    ids.put_away()
+    assert not ids.recent and [ids.get(text) for text in texts] == list(range(len(texts)))
+    assert ids.get(canonical[5].upper()) == -1 and ids.get(str(uuid.UUID(int=5))) == -1
+
+
 def test_a_long_file_read_whole_makes_no_record_for_a_line_before_its_last_compaction(tmp_path):
     """Past the lines the format is told from, a line before the last compaction is parsed into
     what it gives and left unmade (``Lines``): a record is made for it only when it is asked

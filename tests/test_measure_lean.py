@@ -7,6 +7,7 @@ a file, a pipe and a file that standard input reads from the middle of."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from lookout_cli.commands.measure import make_counter, measure_input
 from test_measure import ALL_INPUTS
 
 from lookout_cli.core import jsonl
+from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import (
     LeanRecord,
     Lines,
@@ -27,6 +29,7 @@ from lookout_cli.core.jsonl import (
     RecordWriter,
     lean_index,
     read_indexed_lines,
+    read_line_blocks,
 )
 from lookout_cli.core.saved import MARKER
 from lookout_cli.formats.view import IMAGE, TOOL_CALL
@@ -137,7 +140,7 @@ def test_compact_parses_each_line_once_to_see_the_conversation(tmp_path, monkeyp
 
     session = tmp_path / "session.jsonl"
     generate(session, "claude-code", 2, shape="real")
-    lines = set(session.read_bytes().splitlines(keepends=True))
+    lines = set(session.read_bytes().splitlines())  # (a line is parsed with its line end, or in a block without)
     assert len(lines) > 3 * ENVELOPE_LOOKBACK
     parses = []
     loads = jsonl.orjson.loads
@@ -145,7 +148,7 @@ def test_compact_parses_each_line_once_to_see_the_conversation(tmp_path, monkeyp
     out = tmp_path / "compacted.jsonl"
     result = CliRunner().invoke(cli, ["compact", "-q", "--force", "-o", str(out), str(session)])
     assert result.exit_code == 0, result.output
-    of_lines = [data for data in parses if isinstance(data, bytes) and data in lines]
+    of_lines = [data for data in (d.removesuffix(b"\n") for d in parses if isinstance(d, bytes)) if data in lines]
     assert set(of_lines) == lines
     written = out.read_bytes().splitlines(keepends=True)
     summary = next(n for n, line in enumerate(written) if b'"isCompactSummary"' in line)
@@ -312,6 +315,75 @@ def test_lines_left_unmade_read_as_the_records_of_every_line(tmp_path):
         shared[1] = Record.new({"n": "one"})
         assert lines[2].data == {"n": 2} and copy[2].data == {"n": "two"} and copy[3] is lines[3]
         assert lines[1].data == {"n": 1} and shared[1].data == {"n": "one"} and shared[2] is lines[2]
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 20])
+def test_lines_read_a_block_at_a_time_are_the_lines_read_one_by_one(tmp_path, block):
+    """``read_line_blocks`` gives the lines up to an offset, blocks smaller and larger than a
+    line: the lines ``read_indexed_lines`` gives (their line ends aside, a CR kept), numbered
+    alike, their places the same in the index; reading on from the index after them gives the
+    rest. A line over the bound is refused as one by one; a file shorter than the offset
+    (changed since it was looked at) ends the blocks at its last whole line."""
+    rows = [b'{"n": 1}\n', b"\n", b'{"long": "' + b"x" * 150 + b'"}\r\n', b"null\n", b'{"n": 4}\n', b'{"n": 5}\n']
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(rows))
+    end = sum(map(len, rows[:5]))  # where the last line starts
+    with open(path, "rb") as handle:
+        whole = lean_index(handle)
+        one_by_one = list(read_indexed_lines(handle, whole))
+    with open(path, "rb") as handle:
+        index = lean_index(handle)
+        blocks = list(read_line_blocks(handle, index, end, block=block))
+        given = [(n, line) for first, lines in blocks for n, line in enumerate(lines, first)]
+        assert given == [(n, raw.removesuffix(b"\n")) for n, raw in one_by_one[:5]]
+        assert list(index.starts) == list(whole.starts[:6]) and handle.tell() == end
+        assert list(read_indexed_lines(handle, index)) == one_by_one[5:]
+        assert list(index.starts) == list(whole.starts)
+    with open(path, "rb") as handle, pytest.raises(LookoutError, match="line 3 is longer than 100 bytes"):
+        list(read_line_blocks(handle, lean_index(handle), end, max_record_bytes=100, block=block))
+    short = tmp_path / "short.jsonl"
+    short.write_bytes(path.read_bytes()[:sum(map(len, rows[:2])) + 20])  # as it is now: it ends inside line 3
+    with open(short, "rb") as handle:
+        index = lean_index(handle)
+        given = [line for _, lines in read_line_blocks(handle, index, end, block=block) for line in lines]
+        assert given == [rows[0][:-1], b""] and list(index.starts) == list(whole.starts[:3])
+        line_3 = short.read_bytes()[index.starts[-1]:]
+        assert list(read_indexed_lines(handle, index)) == [(3, line_3)]  # read on from the index
+
+
+def test_a_long_session_read_a_block_at_a_time_views_as_every_line_does(tmp_path, monkeypatch):
+    """The lines before a session's last compaction are read in blocks; blocks of a few lines,
+    with the odd lines among them (blank, null, not JSON) and a line longer than a block, give
+    the view every line gives, and the odd lines are records, warned about, in their places."""
+    from test_format_claude_code import (
+        _boundary,
+        _line,
+        _own_figures,
+        _same_view_as_every_line,
+        _t,
+    )
+
+    from lookout_cli import options
+
+    monkeypatch.setattr(options, "read_line_blocks", functools.partial(jsonl.read_line_blocks, block=300))
+    older = [_line("u0", None, "user", "first", ts=_t(0))]
+    for n in range(1, 60):
+        older += [_line(f"a{n}", json.loads(older[-1])["uuid"], "assistant", f"answer {n}" * (40 if n == 50 else 1),
+                        f"m{n}", ts=_t(n)), _line(f"u{n}", f"a{n}", "user", f"prompt {n}", ts=_t(n))]
+    odd = [b"\n", b"null\n", b"{not json\n"]
+    lines = older[:70] + odd + older[70:] + [_boundary("b1", "u59", _t(70)),
+                                             _line("s1", "b1", "user", "summary", ts=_t(71), isCompactSummary=True)]
+    data = b"".join(line if line in odd else _own_figures((n, line)) for n, line in enumerate(lines))
+    assert max(map(len, data.splitlines())) > 300
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    run = Run("measure", file=str(path), isolated=True, quiet=True)
+    lean = run.load()
+    assert run._bad_lines == 2
+    chain = _same_view_as_every_line(lean, data.replace(b"null\n", b"\n").replace(b"{not json\n", b"\n"))
+    assert chain.settled is not None and chain.settled.at == len(lines) - 2
+    assert {70, 71, 72} <= {r.lineno - 1 for r in lean.lines.made()}
+    assert [r.raw for r in lean.records] == data.splitlines(keepends=True)
 
 
 def test_lines_left_unmade_are_written_as_the_bytes_they_are(tmp_path, monkeypatch):

@@ -12,7 +12,9 @@ import array
 import bisect
 import contextlib
 import io
+import itertools
 import json
+import operator
 import os
 import stat
 import sys
@@ -403,12 +405,12 @@ class Lines(Sequence):
         for lineno, record in enumerate(self.tail, self.head + 1):
             record.lineno = lineno
 
-    def hold(self, record: Record | None = None) -> None:
+    def hold(self, record: Record | None = None, count: int = 1) -> None:
         """The line after the last read (none after it is read yet) is one before ``head``: left
-        unmade, or ``record``."""
+        unmade, or ``record``; or the next ``count`` lines, left unmade."""
         if record is not None:
             self._made[self.head] = record
-        self.head += 1
+        self.head += count
 
     def fold(self, end: int) -> bool:
         """Whether every line read so far starts before offset ``end``: they are then before
@@ -456,6 +458,42 @@ def read_indexed_lines(handle: IO[bytes], index: LineIndex, max_record_bytes: in
         yield lineno, raw
     if spool is not None:
         spool.flush()  # the records read their lines back with pread
+
+
+def read_line_blocks(handle: IO[bytes], index: LineIndex, end: int,
+                     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                     block: int = 1 << 20) -> Iterator[tuple[int, list[bytes]]]:
+    """The lines of the file ``handle`` from where ``index`` ends up to offset ``end`` (where a
+    line starts), a block of them at a time: (the first one's number, their bytes without the
+    line end, ``b"\\n"``). Their places are added to ``index`` before a block is given; a line
+    over the bound raises (``read_lines``). For lines read in bulk: a block is cut into lines in
+    one call, not a generator's step a line. ``handle`` is left where the index ends, so that
+    ``read_indexed_lines`` reads on from there (what is past the last whole line before ``end``,
+    when the file changed, is read again then)."""
+    starts = index.starts
+    at, size = starts[-1], block
+    while at < end:
+        want = min(size, end - at)
+        handle.seek(at)
+        data = handle.read(want)
+        lines = data.split(b"\n")
+        rest = lines.pop()  # what follows the last line end: read again with the next block
+        if not lines:  # no line end in the block: a line longer than it
+            if len(rest) > max_record_bytes + 2:  # too long whatever ends it
+                raise _too_long(len(starts), max_record_bytes)
+            if len(data) < want or want == end - at:
+                break  # (the file is not what it was: ``read_indexed_lines`` reads on)
+            size *= 2
+            continue
+        at += len(data) - len(rest)
+        first = len(starts)
+        if max(map(len, lines)) >= max_record_bytes:  # maybe over, its line ending aside
+            for lineno, line in enumerate(lines, first):
+                _check_length(lineno, line + b"\n", max_record_bytes)
+        # each line's end: where it starts, its length and the line ends before it, its own too
+        starts.extend(map(operator.add, itertools.accumulate(map(len, lines)), itertools.count(starts[-1] + 1)))
+        yield first, lines
+    handle.seek(starts[-1])
 
 
 def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,

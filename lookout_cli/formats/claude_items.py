@@ -41,6 +41,7 @@ from lookout_cli.formats.claude_chain import (
     message_id,
     tool_calls,
     usage_of,
+    uuid_key,
     uuid_of,
 )
 from lookout_cli.formats.view import (
@@ -620,6 +621,8 @@ def figures_of(obj: Any) -> _Response | None:
     kind = line_type(obj)  # a moved response's usage stays where it was (claude_chain.MOVED_KIND)
     if (kind != "assistant" and kind != MOVED_KIND) or obj.get("isApiErrorMessage") is True:
         return None
+    if type(obj) is dict:
+        return response_figures(obj)
     found = usage_of(obj)
     if found is None or found[0] == "<synthetic>":
         return None
@@ -630,6 +633,36 @@ def figures_of(obj: Any) -> _Response | None:
     timestamp = obj.get("timestamp")
     return _Response((message_id(obj) or obj.get("requestId") or uuid_of(obj, "uuid") or None,
                       uncached, write, read, output, _int(write_1h), interned(model) if type(model) is str else None,
+                      timestamp if type(timestamp) is str else None))
+
+
+def response_figures(obj: dict) -> _Response | None:
+    """``figures_of`` of a parsed response line (its type and API error flag read): every
+    response of a long session comes here, once a line, so it calls nothing it can spell out."""
+    message = obj.get("message")
+    usage = message.get("usage") if type(message) is dict else None
+    if type(usage) is not dict:
+        return None
+    model = message.get("model")
+    if model == "<synthetic>":
+        return None
+    get = usage.get
+    uncached, write, read, output = (get("input_tokens"), get("cache_creation_input_tokens"),
+                                     get("cache_read_input_tokens"), get("output_tokens"))
+    uncached = uncached if type(uncached) is int and uncached > 0 else 0  # (``_int``, not a bool)
+    write = write if type(write) is int and write > 0 else 0
+    read = read if type(read) is int and read > 0 else 0
+    output = output if type(output) is int and output > 0 else 0
+    if uncached + write + read + output == 0:  # placeholders and trimmed fixtures: no real usage
+        return None
+    creation = get("cache_creation")
+    write_1h = creation.get("ephemeral_1h_input_tokens") if type(creation) is dict else None
+    key = message.get("id")
+    if type(key) is not str or not key:  # (``message_id``)
+        key = obj.get("requestId") or uuid_key(obj.get("uuid")) or None
+    timestamp = obj.get("timestamp")
+    return _Response((key, uncached, write, read, output, _int(write_1h),
+                      sys.intern(model) if type(model) is str else None,
                       timestamp if type(timestamp) is str else None))
 
 

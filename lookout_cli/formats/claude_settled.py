@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import sys
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
@@ -30,15 +31,15 @@ from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
     CONVERSATION_TYPES,
+    MOVED_FIELD,
     MOVED_KIND,
     Chain,
     Settled,
     is_boundary,
-    line_type,
     preserved_segment,
     uuid_key,
 )
-from lookout_cli.formats.claude_items import Responses, compaction_of, figures_of
+from lookout_cli.formats.claude_items import Responses, compaction_of, response_figures
 from lookout_cli.formats.view import Compaction, Usage, View
 
 
@@ -99,9 +100,9 @@ class Settling:
         """The next line's parsed value (None when it is not a JSON object)."""
         parents, flags = self.parents, self.flags
         pos = len(flags)
-        kind = line_type(obj) if obj is not None else None
+        kind = obj.get("type") if obj is not None else None  # (``line_type``, spelled out: every line)
         if type(kind) is not str:  # (no type a chain follows; and one that is a list cannot be looked up)
-            kind = None
+            kind = MOVED_KIND if kind is None and obj is not None and MOVED_FIELD in obj else None
         uid = obj.get("uuid") if kind in CHAIN_TYPES else None
         if type(uid) is not str:  # (names no line: ``uuid_key``)
             parents.append(-1)
@@ -128,15 +129,15 @@ class Settling:
                 stamp = obj.get("timestamp")
                 if type(stamp) is str:
                     stamps[pos] = stamp
-                if kind == "assistant":
-                    figures = figures_of(obj)
+                if kind == "assistant" and obj.get("isApiErrorMessage") is not True:  # (``figures_of``)
+                    figures = response_figures(obj)
                     if figures is not None:
                         self.figures.add(pos, figures)
                 elif kind == "system" and is_boundary(obj):
                     flag |= _BOUNDARY
                     self._boundary(pos, obj)
-        elif kind == MOVED_KIND and not side:
-            figures = figures_of(obj)
+        elif kind == MOVED_KIND and not side and obj.get("isApiErrorMessage") is not True:
+            figures = response_figures(obj)
             if figures is not None:
                 self.figures.add(pos, figures)
         flags.append(flag)
@@ -289,18 +290,50 @@ class _Uuids:
 
     def put_away(self) -> None:
         """Move the dict's uuids to a chunk (the others, not canonical uuids, to ``others``)."""
-        numbers = []
-        for text, pos in self.recent.items():
-            key = uuid_key(text)
-            if type(key) is int:
-                numbers.append((key, pos))
-            else:
-                self.others[key] = pos
-        numbers.sort()
+        texts = list(self.recent)
+        positions = array.array("q", self.recent.values())
         self.recent = {}
-        self.chunks.append((array.array("Q", [key >> 64 for key, _ in numbers]),
-                            array.array("Q", [key & _LOW for key, _ in numbers]),
-                            array.array("q", [pos for _, pos in numbers])))
+        numbers = _numbers(texts)
+        if numbers is None:  # a uuid that is not canonical among them: one at a time
+            keys = [uuid_key(text) for text in texts]
+            numbers = array.array("Q")
+            kept = array.array("q")
+            for key, pos in zip(keys, positions):
+                if type(key) is int:
+                    numbers.extend((key >> 64, key & _LOW))
+                    kept.append(pos)
+                else:
+                    self.others[key] = pos
+            positions = kept
+        highs, lows = numbers[0::2], numbers[1::2]
+        # by the high halves alone: ``older`` walks the few that share one
+        order = sorted(range(len(highs)), key=highs.__getitem__)
+        self.chunks.append((array.array("Q", map(highs.__getitem__, order)),
+                            array.array("Q", map(lows.__getitem__, order)),
+                            array.array("q", map(positions.__getitem__, order))))
+
+
+def _numbers(texts: list[str]) -> array.array | None:
+    """``uuid_key``'s numbers of ``texts`` as (high half, low half) pairs, worked out for all of
+    them at once; None unless every one is a canonical uuid."""
+    if not texts or set(map(len, texts)) != {36}:
+        return None
+    joined = "".join(texts)
+    dashes = "-" * len(texts)
+    if not joined[8::36] == joined[13::36] == joined[18::36] == joined[23::36] == dashes:
+        return None
+    digits = joined.replace("-", "")
+    try:
+        value = bytes.fromhex(digits)
+    except ValueError:
+        return None
+    # (``uuid_key``'s test: fromhex also takes upper case, and passes over white space)
+    if len(value) != 16 * len(texts) or any(letter in digits for letter in "ABCDEF"):
+        return None
+    numbers = array.array("Q", value)
+    if sys.byteorder == "little":  # the hex digits are big-endian
+        numbers.byteswap()
+    return numbers
 
 
 _LOW = (1 << 64) - 1

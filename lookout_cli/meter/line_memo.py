@@ -257,10 +257,10 @@ class LineMemo:
         """Take the digest of a line as it is read (before its bytes are let go)."""
         self.digests += digest(record.raw)
 
-    def note_settled(self) -> None:
-        """A line before the shown one, of which the adapter keeps what it gives, not a node
-        (``Adapter.settling``): nothing to look up by its bytes, so no digest (zeros)."""
-        self.digests += _NO_DIGEST
+    def note_settled(self, count: int = 1) -> None:
+        """A line (or ``count``) before the shown one, of which the adapter keeps what it gives,
+        not a node (``Adapter.settling``): nothing to look up by its bytes, so no digest (zeros)."""
+        self.digests += _NO_DIGEST * count
 
     def node(self, adapter) -> Any:
         """The node of the line noted last, when a line with its bytes was measured before."""
