@@ -8,7 +8,8 @@ import datetime as dt
 
 import pytest
 
-from lookout_cli.core.jsonl import Record
+from lookout_cli.core.jsonl import Line, Record
+from lookout_cli.formats.usages import Usages
 from lookout_cli.formats.view import TOOL_CALL, Item, Usage
 from lookout_cli.meter import analysis as meter
 from lookout_cli.meter import cost, reclaim
@@ -59,6 +60,62 @@ def test_the_total_adds_up_each_response_at_its_own_model_and_rate():
         assert getattr(total, kind) == pytest.approx(sum(parts[kind] for parts in priced))
     assert total.usd == pytest.approx(sum(sum(parts.values()) for parts in priced))
     assert set(total.models) == {lookup(long_model).name, lookup(other).name}
+
+
+def _older_and_recent(usages: list[Usage], older: int) -> Usages:
+    """``usages`` as a view holds them when the first ``older`` were read into a summary."""
+    kept = Usages(list(usages)).first(older)
+    kept.recent = usages[older:]
+    return kept
+
+
+def test_usages_read_by_column_are_the_usages_they_hold():
+    """``Usages`` reads as the list of its usages, the older ones made from their columns: by
+    position from both ends, by slice, forwards and backwards; a recent one can be replaced,
+    an older one not; the first n are the older ones of a summary, over both parts."""
+    made = [Usage(Line(n), input=n, cache_write=2 * n, cache_read=3 * n, output=n + 1, cache_write_1h=n // 2,
+                  model=f"m{n % 2}", timestamp=f"2026-01-01T00:00:{n:02}Z") for n in range(1, 9)]
+    usages = _older_and_recent(made, 5)
+    assert len(usages) == 8 and list(usages) == made and usages == made and list(reversed(usages)) == made[::-1]
+    assert usages[0] == made[0] and usages[-1] is made[-1] and usages[-8] == made[0] and usages[2:7] == made[2:7]
+    assert usages[4].record.lineno == 5 and usages[::3] == made[::3]
+    with pytest.raises(IndexError):
+        usages[-9]
+    with pytest.raises(IndexError):
+        usages[8]
+    with pytest.raises(IndexError):
+        usages[4] = made[0]  # an older one stays as it was read
+    usages[5] = made[0]
+    usages.append(made[1])
+    assert list(usages) == [*made[:5], made[0], *made[6:], made[1]]
+    assert usages.first(7) == [*made[:5], made[0], made[6]] and usages.first(7).recent == []
+    assert usages.first(3) == made[:3]
+
+
+def test_the_meter_reads_older_usages_by_column_as_it_reads_usages():
+    """A view whose older usages are held by column gets the cost, cache totals, warm cache,
+    series and compaction rows it gets with every usage an object (long-context rates, an
+    unknown model and a compaction among them)."""
+    from lookout_cli.formats.view import Compaction, View
+
+    long_model, other = "claude-sonnet-4-5[1m]", "claude-opus-4-1"
+    made = [Usage(Line(10 * n), input=1_000 * n, cache_write=300 * n, cache_read=(250_000 if n % 3 == 0 else 9_000),
+                  output=50 * n, cache_write_1h=100 * (n % 2), model=(long_model, other, "no-such-model-x", None)[n % 4],
+                  timestamp=f"2026-01-01T00:{n:02}:00Z") for n in range(1, 13)]
+    now = dt.datetime(2026, 1, 1, 0, 14, tzinfo=dt.timezone.utc)
+    views = [View("claude-code", usages=usages, compactions=[Compaction(Record(55, b"{}\n")), Compaction(Record(95, b"{}\n"))])
+             for usages in (made, _older_and_recent(made, 7))]
+    figures = []
+    for view in views:
+        total = cost.total_cost(view.usages, lookup, other)
+        found = [meter.Response(view.usages[-1], 0, 0)] if type(view.usages) is list else \
+            [meter.Response(view.usages.recent[-1], 0, 0)]
+        series = meter.series(view, found)
+        figures.append((dataclasses.astuple(total), dataclasses.astuple(cost.cache_totals(view.usages)),
+                        dataclasses.astuple(cost.warm_cache(view.usages, now, 300)), list(series),
+                        [dataclasses.astuple(row) for row in meter.compactions(view)]))
+    assert figures[0] == figures[1]
+    assert figures[0][0][5:7] == (9, 3) and figures[0][4][0][4] == made[5].prompt  # priced, unpriced; after the first
 
 
 def test_unknown_models_are_not_priced():

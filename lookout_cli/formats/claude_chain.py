@@ -339,13 +339,13 @@ def blocks(obj: dict) -> list | tuple:
 
 class Settled:
     """What the lines before line ``at`` (a compaction boundary) give the view: the ``usages``
-    of the older segments as ``claude_items`` counts responses, with the ``keys`` they are
-    counted by, and the ``compactions``, each as the view holds it; and ``latest``, the time of
-    the newest leaf those lines offer."""
+    of the older segments as ``claude_items`` counts responses (``view.Usages``, all older),
+    with the ``keys`` they are counted by, and the ``compactions``, each as the view holds it;
+    and ``latest``, the time of the newest leaf those lines offer."""
 
     __slots__ = ("at", "compactions", "keys", "latest", "usages")
 
-    def __init__(self, at: int, usages: list, keys: list, compactions: list, latest: str | None) -> None:
+    def __init__(self, at: int, usages: Any, keys: list, compactions: list, latest: str | None) -> None:
         self.at, self.usages, self.keys, self.compactions, self.latest = at, usages, keys, compactions, latest
 
 

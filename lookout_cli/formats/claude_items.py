@@ -44,6 +44,7 @@ from lookout_cli.formats.claude_chain import (
     uuid_key,
     uuid_of,
 )
+from lookout_cli.formats.usages import Usages
 from lookout_cli.formats.view import (
     IMAGE,
     NOTICE,
@@ -515,11 +516,13 @@ class _Builder:
     def usages_and_compactions(self) -> None:
         """The usages and compactions along the chain, and ``chain.settle``."""
         chain, records, compactions = self.chain, self.chain.records, self.view.compactions
-        responses = Responses(self.view.usages)
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         settled = chain.settled
         if settled is not None:  # the lines before its boundary were not read: what they gave
-            responses.usages += settled.usages
+            older = settled.usages
+            self.view.usages = Usages.older_of(older.lines, older.numbers, older.models, older.stamps)
+        responses = Responses(self.view.usages)
+        if settled is not None:
             responses.seen_before.update(settled.keys)
             responses.keys += settled.keys
             compactions += settled.compactions
@@ -554,12 +557,18 @@ class Responses:
         key = figures[0] or str(pos)
         if key in self.seen_before:
             return None
-        usage = Usage(record, *figures[1:])
-        if key in self.current:
-            self.usages[self.current[key]] = usage
-        else:
+        at = self.current.get(key)
+        if at is None:
             self.current[key] = len(self.usages)
+        return self.put(at, record, figures)
+
+    def put(self, at: int | None, record, figures: _Response) -> Usage | None:
+        """The usage of ``figures`` at the end of ``usages``, or in the place of the one ``at``."""
+        usage = Usage(record, *figures[1:])
+        if at is None:
             self.usages.append(usage)
+        else:
+            self.usages[at] = usage
         return usage
 
     def next_segment(self) -> None:
@@ -682,7 +691,7 @@ def chain_model(chain: Chain) -> str | None:
             if figures is not None and figures[6]:
                 return figures[6]
     if chain.settled is not None:  # of the lines not read
-        return next((usage.model for usage in reversed(chain.settled.usages) if usage.model), None)
+        return next((model for model in reversed(chain.settled.usages.models) if model), None)
     return None
 
 

@@ -23,10 +23,9 @@ import array
 import bisect
 import sys
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 from typing import Any
 
-from lookout_cli.core.jsonl import Line, Record
+from lookout_cli.core.jsonl import Record
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
@@ -40,7 +39,8 @@ from lookout_cli.formats.claude_chain import (
     uuid_key,
 )
 from lookout_cli.formats.claude_items import Responses, compaction_of, response_figures
-from lookout_cli.formats.view import Compaction, Usage, View
+from lookout_cli.formats.usages import Usages
+from lookout_cli.formats.view import Compaction, View
 
 
 def settled(chain: Chain, view: View) -> Settled | None:
@@ -49,27 +49,24 @@ def settled(chain: Chain, view: View) -> Settled | None:
     if chain.settle is None:
         return None
     at, keys, latest = chain.settle
-    return Settled(at, view.usages[:len(keys)], keys, view.compactions[:-1], latest)  # the last: the boundary's own
-
-
-_USAGE_COLUMNS = ("input", "cache_write", "cache_read", "output", "cache_write_1h", "model", "timestamp")
+    usages = view.usages if type(view.usages) is Usages else Usages(view.usages)
+    return Settled(at, usages.first(len(keys)), keys, view.compactions[:-1], latest)  # the last: the boundary's own
 
 
 def settled_plain(found: Settled) -> tuple:
     """``found`` as values ``marshal`` keeps (the line memo's, one after the other: no one of
     them holds a long session's every response), ``settled_from`` reverses it: the usages by
-    column, their lines in an array."""
+    column (``Usages``), their lines and figures in arrays."""
     usages = found.usages
-    lines = array.array("q", [u.record.lineno - 1 for u in usages])
-    columns = (tuple(map(attrgetter(name), usages)) for name in _USAGE_COLUMNS)
     compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
-    return found.at, tuple(found.keys), lines, *columns, compactions, found.latest
+    return (found.at, tuple(found.keys), usages.lines, usages.numbers, tuple(usages.models), tuple(usages.stamps),
+            compactions, found.latest)
 
 
 def settled_from(kept: tuple | list, records: Sequence[Record]) -> Settled:
-    at, keys, lines, *columns, compactions, latest = kept
-    lines = memoryview(lines).cast("q")  # (marshal gives the array's bytes)
-    usages = [Usage(Line(pos + 1), *figures) for pos, *figures in zip(lines, *columns)]  # (``_USAGE_COLUMNS``)
+    at, keys, lines, numbers, models, stamps, compactions, latest = kept
+    # (marshal gives an array's bytes)
+    usages = Usages.older_of(array.array("q", lines), array.array("q", numbers), list(models), list(stamps))
     return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
@@ -186,14 +183,14 @@ class Settling:
             start = self.logical[pos]
         segments.reverse()
         boundaries.reverse()
-        usages: list[Usage] = []
-        responses = Responses(usages)
+        usages = Usages()
+        responses = _Older(usages)
         figures = self.figures
         compactions = []
         for n, segment in enumerate(segments):
             for pos, found in zip(segment, figures.along(segment)):
                 if found is not None:
-                    responses.add(Line(pos + 1), found, pos)
+                    responses.add(pos + 1, found, pos)
             responses.next_segment()
             if n < len(boundaries):
                 compaction = self.compactions[boundaries[n]]
@@ -202,6 +199,13 @@ class Settling:
         offered = [stamp for stamp in self.stamps.values() if parse_time(stamp) is not None]
         latest = max(offered, key=parse_time) if offered else None
         return Settled(at, usages, responses.keys, compactions, latest)
+
+
+class _Older(Responses):
+    """``Responses`` that keeps the usages it counts as older ones, by column (``Usages``)."""
+
+    def put(self, at: int | None, line: int, figures: tuple) -> None:
+        self.usages.put_older(at, line, figures[1:])
 
 
 class _Figures:

@@ -6,6 +6,7 @@ its edits back to the adapter. A command never looks at a format's records itsel
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -109,7 +110,7 @@ class View:
 
     format: str
     items: list[Item] = field(default_factory=list)
-    usages: list[Usage] = field(default_factory=list)  # main chain only, in order, deduplicated
+    usages: Sequence[Usage] = field(default_factory=list)  # main chain only, in order, deduplicated (or ``Usages``)
     compactions: list[Compaction] = field(default_factory=list)
     model: str | None = None
     session_id: str | None = None

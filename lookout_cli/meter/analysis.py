@@ -16,13 +16,14 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lookout_cli.core import progress
 from lookout_cli.formats.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
+from lookout_cli.formats.usages import split_usages
 from lookout_cli.images.costs import image_item_tokens, image_provider
 from lookout_cli.meter.cost import CacheTotals, Cost, WarmCache, cache_totals, total_cost, warm_cache
 from lookout_cli.meter.reclaim import DuplicateRead, Reclaimable, call_target, duplicate_reads, reclaimable, tool_name
@@ -232,7 +233,7 @@ class _Positions:
         self.first_line = first_line(view)
         # the first item of each line that records a usage (not of every line: a long session
         # has a hundred thousand)
-        wanted = {id(u.record) for u in view.usages}
+        wanted = {id(u.record) for u in split_usages(view.usages)[1]}  # (an older one's line is none of them)
         self.by_record: dict[int, int] = {}
         for n, item in enumerate(items):
             key = id(item.record)
@@ -290,7 +291,7 @@ def responses(view: View, positions: _Positions | None = None) -> list[Response]
     positions = positions or _Positions(view)
     before, by_record = positions.first_line, positions.by_record
     found = []
-    for usage in view.usages:
+    for usage in split_usages(view.usages)[1]:  # (the older segments' are before it)
         if usage.record.lineno < before and id(usage.record) not in by_record:
             continue  # before the current context (``locate``'s first test, without the call)
         response = locate(view, usage, positions)
@@ -342,7 +343,10 @@ def cleared_since(view: View, tokens: list[int], positions: _Positions | None = 
     """Tokens the provider's last count held that lookout cleared since: output before that
     response whose placeholder names its original size ("about N tokens"). The calibration
     compares the count with the estimate of what the provider saw, not of what is left."""
-    from lookout_cli.core.saved import MARKER, original_tokens  # hashlib: not on a reused run's path
+    from lookout_cli.core.saved import (  # hashlib: not on a reused run's path
+        MARKER,
+        original_tokens,
+    )
 
     usage = last_usage(view)
     response = locate(view, usage, positions) if usage is not None else None
@@ -430,7 +434,7 @@ class CompactionRow:
 
 def compactions(view: View) -> list[CompactionRow]:
     rows = []
-    lines = [u.record.lineno for u in view.usages]
+    lines = usage_lines(view.usages)
     # the first usage after a compaction, found by halving when the usages run in file order
     # (they nearly always do: a long session compacts hundreds of times over 100k usages)
     ordered = all(a <= b for a, b in zip(lines, lines[1:]))
@@ -630,8 +634,16 @@ class Series:
 
 
 def series(view: View, found: list[Response]) -> Series:
-    usages = view.usages
-    lines = [usage.record.lineno for usage in usages]
+    older, recent = split_usages(view.usages)
+    lines = usage_lines(view.usages)
+    timestamps, prompts, outputs, first = [], [], [], 0
+    if older is not None:  # by column
+        uncached, write, read, output, _ = older.older_figures()
+        timestamps, prompts, outputs, first = list(older.stamps), list(map(_sum3, uncached, write, read)), output, \
+            len(older.lines)
+    timestamps += [usage.timestamp for usage in recent]
+    prompts += [usage.prompt for usage in recent]
+    outputs += [usage.output for usage in recent]
     inside = {id(r.usage) for r in found}
     marks = sorted(c.record.lineno for c in view.compactions)
     after: list[int] = []
@@ -639,9 +651,19 @@ def series(view: View, found: list[Response]) -> Series:
         # own: the count of compactions up to a line (bisect_right) grows there
         upto = [bisect.bisect_right(marks, line) for line in (0, *lines)]
         after = [n for n in range(len(lines)) if upto[n + 1] > upto[n]]
-    return Series(lines, [usage.timestamp for usage in usages], [usage.prompt for usage in usages],
-                  [usage.output for usage in usages], [n for n, usage in enumerate(usages) if id(usage) in inside],
-                  after)
+    return Series(lines, timestamps, prompts, outputs,
+                  [n for n, usage in enumerate(recent, first) if id(usage) in inside], after)
+
+
+def _sum3(a: int, b: int, c: int) -> int:
+    return a + b + c
+
+
+def usage_lines(usages: Sequence[Usage]) -> list[int]:
+    """The line of each usage (the older ones' by column)."""
+    older, recent = split_usages(usages)
+    lines = older.lines.tolist() if older is not None else []
+    return lines + [usage.record.lineno for usage in recent]
 
 
 def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,
@@ -723,7 +745,8 @@ def _meter(view: View, settings: Settings, model_info, used: Used, budget_info, 
     meter state, cache totals, cost and the warm cache."""
     model_name = settings.model or view.model
     model_source = settings.model_source if settings.model else ("transcript" if view.model else "default")
-    recorded_window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)
+    # (an older usage records none: Claude Code's)
+    recorded_window = next((u.context_window for u in reversed(split_usages(view.usages)[1]) if u.context_window), None)
     budget = budget_figures(model_info, recorded_window, settings, used.tokens, budget_info)
     pct = 100 * used.tokens / budget.budget if budget.budget else 0.0
     amber = float(settings.amber if settings.amber is not None else DEFAULT_AMBER)

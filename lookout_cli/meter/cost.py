@@ -4,13 +4,13 @@ cache stays warm after the last response."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lookout_cli.core.times import iso, parse_time
+from lookout_cli.formats.usages import split_usages
 
 if TYPE_CHECKING:  # pragma: no cover
     from lookout_cli.formats.view import Usage
@@ -43,9 +43,13 @@ class CacheTotals:
         return self.cache_read / self.prompt if self.prompt else None
 
 
-def cache_totals(usages: Iterable[Usage]) -> CacheTotals:
+def cache_totals(usages: Sequence[Usage]) -> CacheTotals:
+    older, recent = split_usages(usages)
     requests = uncached = write = write_1h = read = output = 0
-    for u in usages:  # locals: a long session records tens of thousands
+    if older is not None:  # by column
+        requests = len(older.lines)
+        uncached, write, read, output, write_1h = map(sum, older.older_figures())
+    for u in recent:  # locals: a long session records tens of thousands
         requests += 1
         uncached += u.input
         write += u.cache_write
@@ -109,41 +113,55 @@ class _Sum:
     """The responses of one model and rate (long context or not), their tokens added up: priced
     once, not one by one (a long session records tens of thousands of responses)."""
 
-    __slots__ = ("first", "input", "n", "output", "read", "write_1h", "write_5m")
+    __slots__ = ("input", "n", "output", "read", "write_1h", "write_5m")
 
-    def __init__(self, usages: list[Usage]) -> None:
-        self.first = usages[0]  # long-context or not, as every response of the group
-        self.n = len(usages)
+    def __init__(self, rows: list[tuple]) -> None:
+        self.n = len(rows)
         uncached = write = write_1h = read = output = 0
-        for usage in usages:  # the hot loop of a long session's cost: locals only
-            one_hour = usage.cache_write_1h
+        for _, one_input, one_write, one_read, one_output, one_hour in rows:  # a long session's hot loop: locals
             if one_hour:
-                one_hour = min(one_hour, usage.cache_write)
+                one_hour = min(one_hour, one_write)
                 write_1h += one_hour
-            uncached += usage.input
-            write += usage.cache_write - one_hour
-            read += usage.cache_read
-            output += usage.output
+            uncached += one_input
+            write += one_write - one_hour
+            read += one_read
+            output += one_output
         self.input, self.write_5m, self.write_1h, self.read, self.output = uncached, write, write_1h, read, output
 
     def usage(self) -> Usage:
         """The group as one response (whose prices are those of each of its responses)."""
-        return dataclasses.replace(self.first, input=self.input, cache_write=self.write_5m + self.write_1h,
-                                   cache_write_1h=self.write_1h, cache_read=self.read, output=self.output)
+        return _usage((None, self.input, self.write_5m + self.write_1h, self.read, self.output, self.write_1h))
 
 
-def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
+def _rows(usages: Sequence[Usage]) -> Iterator[tuple]:
+    """(model, input, cache write, cache read, output, 1-hour write) of each usage: the older
+    ones read by column (no ``Usage`` made for each)."""
+    older, recent = split_usages(usages)
+    if older is not None:
+        yield from zip(older.models, *older.older_figures())
+    for u in recent:
+        yield u.model, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h
+
+
+def _usage(row: tuple) -> Usage:
+    from lookout_cli.formats.view import Usage  # (not imported to reuse a meter)
+
+    _, uncached, write, read, output, one_hour = row
+    return Usage(None, uncached, write, read, output, one_hour)
+
+
+def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
     """The cost of every recorded response, each at its own model's prices (responses of one
     model and rate priced together: the same dollars up to float rounding)."""
     cost = Cost(usd=None)
-    by_name: dict[str | None, list[Usage]] = {}  # the model each is priced at: its responses
-    for usage in usages:
-        model = usage.model
+    by_name: dict[str | None, list[tuple]] = {}  # the model each is priced at: its responses' figures
+    for row in _rows(usages):
+        model = row[0]
         name = model if model and not model.startswith("<") else default_model
         group = by_name.get(name)
         if group is None:
             group = by_name[name] = []
-        group.append(usage)
+        group.append(row)
     for name, group in by_name.items():
         model = model_for(name)
         if model is None or not getattr(model, "known", True):
@@ -151,14 +169,14 @@ def total_cost(usages: Iterable[Usage], model_for: Callable[[str | None], Any], 
             continue
         threshold = getattr(model, "long_context_threshold", None)
         rates = [(False, group)] if threshold is None else \
-            [(long, part) for long in (False, True) if (part := [u for u in group if (u.prompt > threshold) is long])]
+            [(long, part) for long in (False, True) if (part := [r for r in group if (r[1] + r[2] + r[3] > threshold) is long])]
         for long, part in rates:
             parts = usage_cost(_Sum(part).usage(), model, long)
             if parts is not None:
                 _add(cost, parts, model, len(part))
             else:  # a price some response needs is unknown: which ones, one by one
-                for usage in part:
-                    _add(cost, usage_cost(usage, model), model)
+                for row in part:
+                    _add(cost, usage_cost(_usage(row), model), model)
     if cost.priced:
         cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
     return cost

@@ -59,7 +59,7 @@ from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
 
-VERSION = 11  # the file's layout, what a kept node and a packed item look like (11: the settled value by parts)
+VERSION = 12  # the file's layout, what a kept node and a packed item look like (12: the older usages' figures in an array)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)

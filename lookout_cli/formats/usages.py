@@ -1,0 +1,114 @@
+"""A view's usages when a compacted session's older segments were read into a summary: those
+by column, the others as ``Usage``s (``Usages``), and what the meter's passes over every usage
+read of either (``split_usages``)."""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from lookout_cli.core.jsonl import Line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lookout_cli.formats.view import Usage
+
+
+class Usages(Sequence):
+    """A view's usages in order: first the older segments' (the responses before a compacted
+    session's last boundary, read into a summary) by column, no object each (a long session
+    records tens of thousands), then the others as ``Usage``s (``recent``). An older one is made
+    a ``Usage`` when it is asked for (a new one each time: figures, not an object to keep).
+    The meter's passes over every usage read the columns (``older_figures``)."""
+
+    __slots__ = ("lines", "models", "numbers", "recent", "stamps")
+
+    def __init__(self, recent: list[Usage] | None = None) -> None:
+        self.recent = recent if recent is not None else []
+        self.lines = array.array("q")  # each older usage's line number
+        self.numbers = array.array("q")  # five each: input, cache write, cache read, output, 1-hour write
+        self.models: list[str | None] = []
+        self.stamps: list[str | None] = []
+
+    @classmethod
+    def older_of(cls, lines, numbers, models: list, stamps: list) -> Usages:
+        usages = cls()
+        usages.lines, usages.numbers, usages.models, usages.stamps = lines, numbers, models, stamps
+        return usages
+
+    def __len__(self) -> int:
+        return len(self.lines) + len(self.recent)
+
+    def __getitem__(self, at):
+        if type(at) is slice:
+            return [self[n] for n in range(*at.indices(len(self)))]
+        older = len(self.lines)
+        if at < 0:
+            at += len(self)
+            if at < 0:
+                raise IndexError("usage out of range")
+        if at >= older:
+            return self.recent[at - older]
+        from lookout_cli.formats.view import Usage  # (not imported to read figures)
+
+        i = 5 * at
+        return Usage(Line(self.lines[at]), *self.numbers[i:i + 5], self.models[at], self.stamps[at])
+
+    def __iter__(self) -> Iterator[Usage]:
+        for n in range(len(self.lines)):
+            yield self[n]
+        yield from self.recent
+
+    def __reversed__(self) -> Iterator[Usage]:
+        yield from reversed(self.recent)
+        for n in reversed(range(len(self.lines))):
+            yield self[n]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def append(self, usage: Usage) -> None:
+        self.recent.append(usage)
+
+    def __setitem__(self, at: int, usage: Usage) -> None:
+        """``usage`` in the place of a recent one (an older one stays as it was read)."""
+        if not len(self.lines) <= at < len(self):
+            raise IndexError("only a recent usage is replaced")
+        self.recent[at - len(self.lines)] = usage
+
+    def put_older(self, at: int | None, line: int, figures: Sequence) -> None:
+        """An older usage (``figures``: input, cache write, cache read, output, 1-hour write,
+        model, time) at the end, or in the place of the older one ``at``."""
+        if at is None:
+            self.lines.append(line)
+            self.numbers.extend(figures[:5])
+            self.models.append(figures[5])
+            self.stamps.append(figures[6])
+        else:
+            self.lines[at] = line
+            self.numbers[5 * at:5 * at + 5] = array.array("q", figures[:5])
+            self.models[at], self.stamps[at] = figures[5], figures[6]
+
+    def first(self, count: int) -> Usages:
+        """The first ``count`` usages, all as older ones (what a compaction settles)."""
+        older = len(self.lines)
+        kept = Usages.older_of(self.lines[:count], self.numbers[:5 * count], self.models[:count], self.stamps[:count])
+        for usage in self.recent[:max(0, count - older)]:
+            kept.put_older(None, usage.record.lineno, (usage.input, usage.cache_write, usage.cache_read, usage.output,
+                                                       usage.cache_write_1h, usage.model, usage.timestamp))
+        return kept
+
+    def older_figures(self) -> tuple[list[int], ...]:
+        """The older usages' inputs, cache writes, cache reads, outputs and 1-hour writes, a
+        list each."""
+        numbers = self.numbers
+        return tuple(numbers[k::5].tolist() for k in range(5))
+
+
+def split_usages(usages: Sequence[Usage]) -> tuple[Usages | None, Sequence[Usage]]:
+    """(the older usages by column, the others) of a view's usages; (None, them) for a list."""
+    if type(usages) is Usages:
+        return (usages if usages.lines else None), usages.recent
+    return None, usages
