@@ -102,7 +102,7 @@ def test_the_meter_reads_older_usages_by_column_as_it_reads_usages():
     made = [Usage(Line(10 * n), input=1_000 * n, cache_write=300 * n, cache_read=(250_000 if n % 3 == 0 else 9_000),
                   output=50 * n, cache_write_1h=100 * (n % 2), model=(long_model, other, "no-such-model-x", None)[n % 4],
                   timestamp=f"2026-01-01T00:{n:02}:00Z") for n in range(1, 13)]
-    now = dt.datetime(2026, 1, 1, 0, 14, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, 0, 14, tzinfo=dt.UTC)
     views = [View("claude-code", usages=usages, compactions=[Compaction(Record(55, b"{}\n")), Compaction(Record(95, b"{}\n"))])
              for usages in (made, _older_and_recent(made, 7))]
     figures = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import operator
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -639,8 +640,8 @@ def series(view: View, found: list[Response]) -> Series:
     timestamps, prompts, outputs, first = [], [], [], 0
     if older is not None:  # by column
         uncached, write, read, output, _ = older.older_figures()
-        timestamps, prompts, outputs, first = list(older.stamps), list(map(_sum3, uncached, write, read)), output, \
-            len(older.lines)
+        timestamps, outputs, first = list(older.stamps), output, len(older.lines)
+        prompts = list(map(operator.add, map(operator.add, uncached, write), read))
     timestamps += [usage.timestamp for usage in recent]
     prompts += [usage.prompt for usage in recent]
     outputs += [usage.output for usage in recent]
@@ -653,10 +654,6 @@ def series(view: View, found: list[Response]) -> Series:
         after = [n for n in range(len(lines)) if upto[n + 1] > upto[n]]
     return Series(lines, timestamps, prompts, outputs,
                   [n for n, usage in enumerate(recent, first) if id(usage) in inside], after)
-
-
-def _sum3(a: int, b: int, c: int) -> int:
-    return a + b + c
 
 
 def usage_lines(usages: Sequence[Usage]) -> list[int]:

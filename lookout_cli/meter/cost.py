@@ -5,7 +5,9 @@ cache stays warm after the last response."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -109,74 +111,73 @@ def usage_cost(usage: Usage, model, long: bool | None = None) -> dict[str, float
     return out
 
 
-class _Sum:
-    """The responses of one model and rate (long context or not), their tokens added up: priced
-    once, not one by one (a long session records tens of thousands of responses)."""
-
-    __slots__ = ("input", "n", "output", "read", "write_1h", "write_5m")
-
-    def __init__(self, rows: list[tuple]) -> None:
-        self.n = len(rows)
-        uncached = write = write_1h = read = output = 0
-        for _, one_input, one_write, one_read, one_output, one_hour in rows:  # a long session's hot loop: locals
-            if one_hour:
-                one_hour = min(one_hour, one_write)
-                write_1h += one_hour
-            uncached += one_input
-            write += one_write - one_hour
-            read += one_read
-            output += one_output
-        self.input, self.write_5m, self.write_1h, self.read, self.output = uncached, write, write_1h, read, output
-
-    def usage(self) -> Usage:
-        """The group as one response (whose prices are those of each of its responses)."""
-        return _usage((None, self.input, self.write_5m + self.write_1h, self.read, self.output, self.write_1h))
+_FIGURES = ("input", "cache_write", "cache_read", "output", "cache_write_1h")
 
 
-def _rows(usages: Sequence[Usage]) -> Iterator[tuple]:
-    """(model, input, cache write, cache read, output, 1-hour write) of each usage: the older
-    ones read by column (no ``Usage`` made for each)."""
+def _figures_by_model(usages: Sequence[Usage]) -> dict[str | None, list[list[int]]]:
+    """Each model's responses' figures by column (``_FIGURES``), the models in the order they
+    come: the older usages' read as the columns they are, the sums then made in C, not in a
+    loop of Python a response (a long session records tens of thousands)."""
     older, recent = split_usages(usages)
-    if older is not None:
-        yield from zip(older.models, *older.older_figures())
-    for u in recent:
-        yield u.model, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h
+    models = list(older.models) if older is not None else []
+    figures = list(older.older_figures()) if older is not None else [[] for _ in _FIGURES]
+    models += [u.model for u in recent]
+    for column, name in zip(figures, _FIGURES):
+        column += map(operator.attrgetter(name), recent)
+    distinct = dict.fromkeys(models)
+    if len(distinct) == 1:
+        return {model: figures for model in distinct}
+    return {model: _picked(figures, map(operator.eq, models, itertools.repeat(model))) for model in distinct}
 
 
-def _usage(row: tuple) -> Usage:
+def _picked(figures: list[list[int]], mask: Iterable[bool]) -> list[list[int]]:
+    mask = list(mask)
+    return [list(itertools.compress(column, mask)) for column in figures]
+
+
+def _summed(figures: list[list[int]]) -> Usage:
+    """Responses as one (whose prices are those of each of them)."""
+    uncached, write, read, output, one_hour = figures
+    return _usage((sum(uncached), sum(write), sum(read), sum(output), sum(map(min, one_hour, write))))
+
+
+def _usage(figures: tuple) -> Usage:
     from lookout_cli.formats.view import Usage  # (not imported to reuse a meter)
 
-    _, uncached, write, read, output, one_hour = row
-    return Usage(None, uncached, write, read, output, one_hour)
+    return Usage(None, *figures)
 
 
 def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
     """The cost of every recorded response, each at its own model's prices (responses of one
     model and rate priced together: the same dollars up to float rounding)."""
     cost = Cost(usd=None)
-    by_name: dict[str | None, list[tuple]] = {}  # the model each is priced at: its responses' figures
-    for row in _rows(usages):
-        model = row[0]
+    by_name: dict[str | None, list[list[int]]] = {}  # the model each is priced at: its responses' figures
+    for model, figures in _figures_by_model(usages).items():
         name = model if model and not model.startswith("<") else default_model
-        group = by_name.get(name)
-        if group is None:
-            group = by_name[name] = []
-        group.append(row)
-    for name, group in by_name.items():
+        if name in by_name:
+            for column, more in zip(by_name[name], figures):
+                column += more
+        else:
+            by_name[name] = figures
+    for name, figures in by_name.items():
         model = model_for(name)
         if model is None or not getattr(model, "known", True):
-            cost.unpriced += len(group)
+            cost.unpriced += len(figures[0])
             continue
         threshold = getattr(model, "long_context_threshold", None)
-        rates = [(False, group)] if threshold is None else \
-            [(long, part) for long in (False, True) if (part := [r for r in group if (r[1] + r[2] + r[3] > threshold) is long])]
+        rates = [(False, figures)]
+        if threshold is not None:
+            prompts = map(operator.add, map(operator.add, figures[0], figures[1]), figures[2])
+            longs = list(map(operator.gt, prompts, itertools.repeat(threshold)))
+            rates = [(long, part) for long in (False, True)
+                     if (part := _picked(figures, map(operator.is_, longs, itertools.repeat(long))))[0]]
         for long, part in rates:
-            parts = usage_cost(_Sum(part).usage(), model, long)
+            parts = usage_cost(_summed(part), model, long)
             if parts is not None:
-                _add(cost, parts, model, len(part))
+                _add(cost, parts, model, len(part[0]))
             else:  # a price some response needs is unknown: which ones, one by one
-                for row in part:
-                    _add(cost, usage_cost(_usage(row), model), model)
+                for one in zip(*part):
+                    _add(cost, usage_cost(_usage(one), model), model)
     if cost.priced:
         cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
     return cost
