@@ -557,18 +557,12 @@ class Responses:
         key = figures[0] or str(pos)
         if key in self.seen_before:
             return None
-        at = self.current.get(key)
-        if at is None:
-            self.current[key] = len(self.usages)
-        return self.put(at, record, figures)
-
-    def put(self, at: int | None, record, figures: _Response) -> Usage | None:
-        """The usage of ``figures`` at the end of ``usages``, or in the place of the one ``at``."""
         usage = Usage(record, *figures[1:])
-        if at is None:
-            self.usages.append(usage)
+        if key in self.current:
+            self.usages[self.current[key]] = usage
         else:
-            self.usages[at] = usage
+            self.current[key] = len(self.usages)
+            self.usages.append(usage)
         return usage
 
     def next_segment(self) -> None:

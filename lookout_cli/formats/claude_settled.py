@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import array
 import bisect
+import itertools
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lookout_cli.core.jsonl import Record
@@ -38,7 +39,7 @@ from lookout_cli.formats.claude_chain import (
     preserved_segment,
     uuid_key,
 )
-from lookout_cli.formats.claude_items import Responses, compaction_of, response_figures
+from lookout_cli.formats.claude_items import compaction_of, response_figures
 from lookout_cli.formats.usages import Usages
 from lookout_cli.formats.view import Compaction, View
 
@@ -183,29 +184,16 @@ class Settling:
             start = self.logical[pos]
         segments.reverse()
         boundaries.reverse()
-        usages = Usages()
-        responses = _Older(usages)
-        figures = self.figures
-        compactions = []
+        figures, counted, keys, compactions = self.figures, [], [], []
         for n, segment in enumerate(segments):
-            for pos, found in zip(segment, figures.along(segment)):
-                if found is not None:
-                    responses.add(pos + 1, found, pos)
-            responses.next_segment()
+            figures.count(segment, counted, keys)
             if n < len(boundaries):
                 compaction = self.compactions[boundaries[n]]
                 compaction.record = records[boundaries[n]]
                 compactions.append(compaction)
         offered = [stamp for stamp in self.stamps.values() if parse_time(stamp) is not None]
         latest = max(offered, key=parse_time) if offered else None
-        return Settled(at, usages, responses.keys, compactions, latest)
-
-
-class _Older(Responses):
-    """``Responses`` that keeps the usages it counts as older ones, by column (``Usages``)."""
-
-    def put(self, at: int | None, line: int, figures: tuple) -> None:
-        self.usages.put_older(at, line, figures[1:])
+        return Settled(at, figures.usages(counted), keys, compactions, latest)
 
 
 class _Figures:
@@ -220,6 +208,7 @@ class _Figures:
         self.models: list[str | None] = []
         self.stamps: list[str | None] = []
         self.broken = False  # a count past 64 bits: the chain reads every line
+        self.seen: set = set()  # the keys of the responses counted (``count``)
 
     def add(self, pos: int, figures: tuple) -> None:
         try:
@@ -232,20 +221,32 @@ class _Figures:
         self.models.append(figures[6])
         self.stamps.append(figures[7])
 
-    def along(self, path: array.array) -> Iterator[tuple | None]:
-        """The figures of each line of ``path`` (positions that rise, as a chain's do), as
-        ``figures_of`` gave them; None for a line that records no response."""
-        lines, numbers, count = self.lines, self.numbers, len(self.lines)
-        n = bisect.bisect_left(lines, path[0]) if path else count
-        for pos in path:
-            while n < count and lines[n] < pos:
-                n += 1
-            if n == count or lines[n] != pos:
-                yield None
-                continue
-            i = 5 * n
-            yield (self.keys[n], numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3], numbers[i + 4],
-                   self.models[n], self.stamps[n])
+    def count(self, segment: array.array, counted: list[int], keys: list) -> None:
+        """Count the responses along ``segment`` (positions that rise, as a chain's do) as
+        ``claude_items.Responses`` counts a segment's, by column: a response split over lines
+        once, in the place of its first line with its last line's figures, and not at all when
+        an older segment counted it (``keys``: those counted so far, in order; ``counted``: the
+        figures each is counted by)."""
+        if not segment:
+            return
+        lines, known = self.lines, self.keys
+        lo, hi = bisect.bisect_left(lines, segment[0]), bisect.bisect_right(lines, segment[-1])
+        on = set(segment)
+        found = list(itertools.compress(range(lo, hi), map(on.__contains__, lines[lo:hi])))
+        named = [known[n] or str(lines[n]) for n in found]  # (a response without an id: its line's)
+        last = dict(zip(named, found))
+        seen = self.seen
+        new = [key for key in dict.fromkeys(named) if key not in seen]
+        seen.update(new)
+        keys += new
+        counted += map(last.__getitem__, new)
+
+    def usages(self, counted: list[int]) -> Usages:
+        """The responses ``counted`` (``count``), as older usages."""
+        numbers = self.numbers
+        return Usages.older_of(array.array("q", [self.lines[n] + 1 for n in counted]),
+                               array.array("q", itertools.chain.from_iterable(numbers[5 * n:5 * n + 5] for n in counted)),
+                               list(map(self.models.__getitem__, counted)), list(map(self.stamps.__getitem__, counted)))
 
 
 class _Uuids:

@@ -78,26 +78,15 @@ class Usages(Sequence):
             raise IndexError("only a recent usage is replaced")
         self.recent[at - len(self.lines)] = usage
 
-    def put_older(self, at: int | None, line: int, figures: Sequence) -> None:
-        """An older usage (``figures``: input, cache write, cache read, output, 1-hour write,
-        model, time) at the end, or in the place of the older one ``at``."""
-        if at is None:
-            self.lines.append(line)
-            self.numbers.extend(figures[:5])
-            self.models.append(figures[5])
-            self.stamps.append(figures[6])
-        else:
-            self.lines[at] = line
-            self.numbers[5 * at:5 * at + 5] = array.array("q", figures[:5])
-            self.models[at], self.stamps[at] = figures[5], figures[6]
-
     def first(self, count: int) -> Usages:
         """The first ``count`` usages, all as older ones (what a compaction settles)."""
         older = len(self.lines)
         kept = Usages.older_of(self.lines[:count], self.numbers[:5 * count], self.models[:count], self.stamps[:count])
         for usage in self.recent[:max(0, count - older)]:
-            kept.put_older(None, usage.record.lineno, (usage.input, usage.cache_write, usage.cache_read, usage.output,
-                                                       usage.cache_write_1h, usage.model, usage.timestamp))
+            kept.lines.append(usage.record.lineno)
+            kept.numbers.extend((usage.input, usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h))
+            kept.models.append(usage.model)
+            kept.stamps.append(usage.timestamp)
         return kept
 
     def older_figures(self) -> tuple[list[int], ...]:
