@@ -339,7 +339,7 @@ def blocks(obj: dict) -> list | tuple:
 
 class Settled:
     """What the lines before line ``at`` (a compaction boundary) give the view: the ``usages``
-    of the older segments as ``claude_items`` counts responses (``view.Usages``, all older),
+    of the older segments as ``claude_items`` counts responses (``usages.Usages``, all older),
     with the ``keys`` they are counted by, and the ``compactions``, each as the view holds it;
     and ``latest``, the time of the newest leaf those lines offer."""
 

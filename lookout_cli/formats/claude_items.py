@@ -519,7 +519,7 @@ class _Builder:
         segments = [*chain.segments[:-1], chain.visible] if chain.segments else []
         settled = chain.settled
         if settled is not None:  # the lines before its boundary were not read: what they gave
-            older = settled.usages
+            older = settled.usages  # (its columns, in usages of this view's own: it adds the others)
             self.view.usages = Usages.older_of(older.lines, older.numbers, older.models, older.stamps)
         responses = Responses(self.view.usages)
         if settled is not None:

@@ -344,10 +344,7 @@ def cleared_since(view: View, tokens: list[int], positions: _Positions | None = 
     """Tokens the provider's last count held that lookout cleared since: output before that
     response whose placeholder names its original size ("about N tokens"). The calibration
     compares the count with the estimate of what the provider saw, not of what is left."""
-    from lookout_cli.core.saved import (  # hashlib: not on a reused run's path
-        MARKER,
-        original_tokens,
-    )
+    from lookout_cli.core.saved import MARKER, original_tokens  # hashlib: not on a reused run's path
 
     usage = last_usage(view)
     response = locate(view, usage, positions) if usage is not None else None
