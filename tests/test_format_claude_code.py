@@ -8,6 +8,8 @@ import base64
 import io
 import json
 import operator
+import os
+import subprocess
 import uuid
 
 import pytest
@@ -23,7 +25,7 @@ from claude_code_helpers import (
     reread,
     usage_sums,
 )
-from conftest import real_transcripts
+from conftest import lookout_exe, real_transcripts
 
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, read_records
@@ -890,6 +892,28 @@ def test_a_file_read_whole_stands_the_lines_before_its_last_compaction_for_what_
     last = max(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)
     assert (chain.settled is not None) is settled
     assert all(r.node is None for r in lean.records[:last]) is settled
+
+
+def test_a_count_past_64_bits_before_the_last_compaction_is_measured_again_and_again(tmp_path):
+    """A response before the last compaction whose count does not fit 64 bits: the reader
+    reads every line, the memo keeps no value for those lines (the older usages' columns hold
+    64-bit numbers), and a measure of the file, again, and again once it grew, counts it."""
+    big = _line("a3", "u3", "assistant", "three", "m3", ts=_t(13), message={
+        "id": "m3", "role": "assistant", "model": "claude-opus-4-1", "content": [{"type": "text", "text": "three"}],
+        "usage": {"input_tokens": 2**63 + 1, "output_tokens": 1}})  # (orjson reads it: up to 2**64 - 1)
+    lines = [big if json.loads(line)["uuid"] == "a3" else line for line in _OLDER + _LAST]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(map(_own_figures, enumerate(lines))))
+    env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")}
+    inputs = []
+    for grow in (None, None, _line("u5", "a4", "user", "fifth", ts=_t(30))):
+        if grow is not None:
+            path.write_bytes(path.read_bytes() + grow)
+        done = subprocess.run([*lookout_exe(), "measure", "--json", "--no-discover", str(path)], capture_output=True,
+                              cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        inputs.append(json.loads(done.stdout)["cache"]["input"])
+    assert inputs[0] > 2**63 and inputs == [inputs[0]] * 3
 
 
 @pytest.mark.parametrize("others", [[], ["upper"], ["not-a-uuid", "upper"]],

@@ -51,7 +51,11 @@ def settled(chain: Chain, view: View) -> Settled | None:
         return None
     at, keys, latest = chain.settle
     usages = view.usages if type(view.usages) is Usages else Usages(view.usages)
-    return Settled(at, usages.first(len(keys)), keys, view.compactions[:-1], latest)  # the last: the boundary's own
+    try:
+        older = usages.first(len(keys))
+    except OverflowError:  # a count past 64 bits: no value (the lines keep their nodes)
+        return None
+    return Settled(at, older, keys, view.compactions[:-1], latest)  # the last: the boundary's own
 
 
 def settled_plain(found: Settled) -> tuple:
