@@ -910,7 +910,7 @@ def test_a_count_past_64_bits_before_the_last_compaction_is_measured_again_and_a
         if grow is not None:
             path.write_bytes(path.read_bytes() + grow)
         done = subprocess.run([*lookout_exe(), "measure", "--json", "--no-discover", str(path)], capture_output=True,
-                              cwd=tmp_path, env=env)
+                              cwd=tmp_path, env=env, check=False)
         assert done.returncode == 0, done.stderr
         inputs.append(json.loads(done.stdout)["cache"]["input"])
     assert inputs[0] > 2**63 and inputs == [inputs[0]] * 3
