@@ -6,11 +6,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 import subprocess
-from dataclasses import dataclass
 
 import click
 import orjson
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import CheckFailed, LookoutError
 from lookout_cli.core.times import parse_time
 from lookout_cli.options import Run, filter_options, write_stdout

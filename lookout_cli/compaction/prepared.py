@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.fsutil import atomic_write
 from lookout_cli.core.paths import data_dir
 from lookout_cli.core.saved import SavedStore

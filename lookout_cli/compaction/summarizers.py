@@ -38,9 +38,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from lookout_cli.compaction import note as summary_note
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import masked, quoted
 from lookout_cli.formats.view import Item
 

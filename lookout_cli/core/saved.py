@@ -18,11 +18,11 @@ import functools
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.fsutil import append_line, keep_new, new_temp_file, write_new
 from lookout_cli.core.jsonl import loads_exact
 

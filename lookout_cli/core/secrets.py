@@ -25,7 +25,8 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+from lookout_cli.core.dataclass import dataclass
 
 __all__ = ["Finding", "Rule", "RULES", "RULE_IDS", "scan", "first", "mask", "is_allowed_value"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.saved import (
     CLEARED_PREFIX,
     EXTENSIONS,

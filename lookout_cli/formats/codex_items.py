@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from lookout_cli import formats
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.jsonl import Record, loads_to_read
 from lookout_cli.formats import interned
 from lookout_cli.formats.view import (

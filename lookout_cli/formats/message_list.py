@@ -24,10 +24,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lookout_cli import formats
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import carrying

@@ -7,12 +7,13 @@ its edits back to the adapter. A command never looks at a format's records itsel
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.jsonl import Line, Record
 from lookout_cli.formats.kinds import (  # the view's words, here with its classes for the modules that use both
     ASSISTANT_ROLES,

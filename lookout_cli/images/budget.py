@@ -4,8 +4,9 @@ most half its image budget (pure planning)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.saved import SavedStore, human_size
 from lookout_cli.formats.clearing import clear_cost, is_cleared
 from lookout_cli.formats.view import ASSISTANT_ROLES, IMAGE, TOOL_CALL, Item, View, arguments

@@ -5,9 +5,9 @@ transcript, and the hard per-image and per-request limits."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 
 if TYPE_CHECKING:  # pragma: no cover - the meter prices items without importing the view to run

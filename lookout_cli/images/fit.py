@@ -19,8 +19,9 @@ import base64
 import io
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.images.costs import PROVIDER_LIMITS, limits_for
 
 DEFAULT_MAX_SIDE = 2048

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import binascii
 import struct
-from dataclasses import dataclass
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 
 MEDIA_TYPES = {

@@ -21,8 +21,9 @@ import os
 import stat
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+
+from lookout_cli.core.dataclass import dataclass
 
 IGNORE_FILES = (".gitignore", ".lookoutignore", ".cursorignore")
 GIT_KNOWS = (".gitignore",)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from lookout_cli.core.dataclass import dataclass
 
 KEYWORDS = ("workspace", "git", "selection", "problems", "editors")
 

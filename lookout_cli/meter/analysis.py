@@ -18,11 +18,12 @@ import datetime as dt
 import operator
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lookout_cli.core import progress
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.formats.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 from lookout_cli.formats.usages import split_usages
 from lookout_cli.images.costs import image_item_tokens, image_provider

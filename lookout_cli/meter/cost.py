@@ -8,9 +8,10 @@ import datetime as dt
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.times import iso, parse_time
 from lookout_cli.formats.usages import split_usages
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from dataclasses import dataclass
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.times import parse_time
 from lookout_cli.meter.analysis import Meter

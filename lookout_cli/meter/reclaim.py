@@ -9,9 +9,10 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.jsonl import loads_to_read
 from lookout_cli.formats.kinds import IMAGE, TOOL_CALL, TOOL_RESULT
 

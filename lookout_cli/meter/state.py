@@ -29,13 +29,13 @@ that the file grew).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from lookout_cli.core import paths
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.file_guard import digest, guards
 from lookout_cli.core.fsutil import atomic_write
 

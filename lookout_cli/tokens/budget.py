@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.units import parse_percent, parse_size
 from lookout_cli.tokens.models import Model

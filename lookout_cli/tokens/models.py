@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError, quoted
 from lookout_cli.core.units import parse_size
 

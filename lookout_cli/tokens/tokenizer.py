@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
 
