@@ -7,12 +7,13 @@ import click
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.saved import human_size
 from lookout_cli.core.units import parse_size
+from lookout_cli.flags import filter_options
 from lookout_cli.formats.clearing import clear_item
 from lookout_cli.formats.view import IMAGE
 from lookout_cli.images.budget import ALWAYS_KEEP_RECENT, DEFAULT_BUDGETS, plan_clearing
 from lookout_cli.images.costs import image_provider
 from lookout_cli.images.repair import repair_images
-from lookout_cli.options import Run, filter_options
+from lookout_cli.options import Run
 from lookout_cli.tokens.tokenizer import TokenCounter
 
 

@@ -7,7 +7,8 @@ import click
 from lookout_cli.compaction.plan import STAGES
 from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.options import Run, filter_options
+from lookout_cli.flags import filter_options
+from lookout_cli.options import Run
 
 EPILOG = """\b
 Examples:

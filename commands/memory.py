@@ -16,6 +16,7 @@ from lookout_cli.core.errors import CheckFailed, LookoutError
 from lookout_cli.core.secrets import RULE_IDS
 from lookout_cli.core.term import Reporter
 from lookout_cli.core.times import parse_time
+from lookout_cli.flags import common_options, filter_options
 from lookout_cli.memory.project import agent_scope, everywhere_scope, resolve_project
 from lookout_cli.memory.store import (
     AUTHORS,
@@ -40,7 +41,7 @@ from lookout_cli.memory.store import (
     usage_of,
     utf8_safe,
 )
-from lookout_cli.options import Run, common_options, filter_options
+from lookout_cli.options import Run
 
 SCOPE_HELP = """\b
 Scopes (default: the project of the working folder):

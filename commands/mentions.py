@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
+from lookout_cli.flags import filter_options
 from lookout_cli.formats.view import IMAGE, NOTICE, TEXT, Item, View
 from lookout_cli.images.fit import DEFAULT_MAX_SIDE, PROVIDERS
 from lookout_cli.mentions import resolve as mr
-from lookout_cli.options import Run, filter_options
+from lookout_cli.options import Run
 
 # Which provider's image rules apply when --provider is not given.
 FORMAT_PROVIDER = {"claude-code": "anthropic", "anthropic": "anthropic", "codex": "openai", "openai": "openai",

@@ -13,7 +13,8 @@ import orjson
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import CheckFailed, LookoutError
 from lookout_cli.core.times import parse_time
-from lookout_cli.options import Run, filter_options, write_stdout
+from lookout_cli.flags import filter_options
+from lookout_cli.options import Run, write_stdout
 
 MODES = ("prepare", "compact", "off")
 DEFAULT_HOOK_TIMEOUT = 120.0

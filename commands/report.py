@@ -13,7 +13,8 @@ from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.term import Reporter, wants_color
 from lookout_cli.core.units import setting_number
-from lookout_cli.options import common_options, write_stdout
+from lookout_cli.flags import common_options
+from lookout_cli.options import write_stdout
 
 EPILOG = """\b
 Examples:

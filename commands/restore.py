@@ -6,7 +6,8 @@ import click
 
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.saved import MARKER, Restorer
-from lookout_cli.options import Run, filter_options
+from lookout_cli.flags import filter_options
+from lookout_cli.options import Run
 
 
 @click.command(epilog="""\b

@@ -1,5 +1,6 @@
 """The ``lookout`` command (and ``python -m lookout_cli``): a quiet measure of a file unchanged
-since the same run is replayed (lookout_cli.meter.replay) before the CLI is even loaded."""
+since the same run is replayed (lookout_cli.meter.replay) before the CLI is even loaded, and
+run again without it when the file changed."""
 
 import sys
 
@@ -8,11 +9,16 @@ def main() -> None:
     # Ctrl-C while the command line is still loading (click and a command take 0.05-0.1 s to
     # import) gets the same line and status as later on, not a traceback.
     try:
-        from lookout_cli.meter.replay import replay
+        from lookout_cli.meter.replay import recorded_flags, replay
 
         status = replay(sys.argv[1:])
         if status is not None:
             sys.exit(status)
+        flags = recorded_flags()
+        if flags is not None:  # the same invocation over a file that changed since: no click
+            from lookout_cli.measure import measure_again
+
+            leave(measure_again(flags))
         if sys.argv[1:2] == ["statusline"]:  # runs after every agent message: no click
             from lookout_cli.agents.status import main as status_line
 

@@ -11,7 +11,7 @@ import sys
 import click
 
 from lookout_cli import __version__
-from lookout_cli.core.errors import ExitCode, PipeClosed, masked
+from lookout_cli.core.errors import ExitCode, debugging, outcome
 
 # command name -> module in lookout_cli.commands; imported only when used or listed
 COMMANDS = {
@@ -114,13 +114,6 @@ def cli() -> None:
     """
 
 
-def _traceback(verbose: bool) -> None:
-    if verbose:  # imported only here: traceback costs every run 2 ms
-        import traceback
-
-        traceback.print_exc()
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI with lookout's exit codes (click's own get Ctrl-C and closed pipes wrong)."""
     args = sys.argv[1:] if argv is None else argv
@@ -128,13 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     # end, with next to no cycles: Python's default (a collection every 700 new objects, the
     # oldest generation walked as it grows) spent 5-10% of a re-measure walking them.
     gc.set_threshold(100_000, 20, 100)
-    debug = os.environ.get("LOOKOUT_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")  # not "0"
-    verbose = "-v" in args or "--verbose" in args or debug
     try:
         result = cli.main(args=args, prog_name="lookout", standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("lookout: interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
+    except click.exceptions.Abort:
+        sys.exit(outcome(KeyboardInterrupt()))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
@@ -143,19 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        PipeClosed().show()
-        sys.exit(ExitCode.BROKEN_PIPE)
-    except MemoryError:
-        click.echo("lookout: error: out of memory (is a record unreasonably large?)", err=True)
-        sys.exit(ExitCode.ERROR)
-    except OSError as exc:
-        _traceback(verbose)
-        name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        click.echo(masked(f"lookout: error: {name}{exc.strerror or exc}"), err=True)
-        sys.exit(ExitCode.ERROR)
-    except Exception as exc:  # an unexpected failure still gets one line and exit 2
-        _traceback(verbose)
-        click.echo(masked(f"lookout: error: internal error: {type(exc).__name__}: {exc} (run with -v for details)"), err=True)
-        sys.exit(ExitCode.ERROR)
+    except (Exception, KeyboardInterrupt) as exc:
+        sys.exit(outcome(exc, debugging(args)))
     sys.exit(result if isinstance(result, int) else ExitCode.OK)
+

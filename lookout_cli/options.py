@@ -1,20 +1,11 @@
-"""The filter contract as shared code (SPEC §1): options every command takes, and ``Run``,
-the object a command uses to read its transcript, save what it clears, report and write.
-
-A command looks like this::
-
-    @click.command()
-    @filter_options(side_effects=True)
-    def restore(run: Run) -> None:
-        transcript = run.load()
-        ...  # edit records through transcript.adapter
-        run.finish(transcript, {"restored": n})
-"""
+"""The filter contract as shared code (SPEC §1): ``Run``, the object a command uses to read its
+transcript, save what it clears, report and write, made from the flags every command takes
+(``lookout_cli.flags``). It does not load click: a replayed quiet measure runs without it
+(``lookout_cli.meter.replay``)."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import stat
 import sys
@@ -22,7 +13,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-import click
 import orjson
 
 from lookout_cli.core import progress
@@ -94,104 +84,11 @@ def _settling(early: EarlyItems | None, lines: Lines) -> tuple[Any, int]:
     return settling, early.skip_to
 
 
-class SizeParam(click.ParamType):
-    """A byte size such as 256M, 10MB or 1048576."""
+def usage_error(message: str) -> Exception:
+    """click's usage error (its usage line, exit 2), click loaded only then."""
+    import click
 
-    name = "size"
-    UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
-        unit = text[-1:] if text[-1:] in "KMG" else ""
-        try:
-            return int(float(text[: len(text) - len(unit)]) * self.UNITS[unit])
-        except ValueError:
-            self.fail(f"{value!r} is not a size like 256M", param, ctx)
-
-
-SIZE = SizeParam()
-
-
-def common_options(f: Callable) -> Callable:
-    """-q, -v, --color and --isolated: for every command, filters or not."""
-    for decorator in reversed(
-        [
-            click.option("-q", "--quiet", is_flag=True, help="Print nothing on standard error but errors."),
-            click.option("-v", "--verbose", is_flag=True, help="Say more; show tracebacks on errors."),
-            click.option(
-                "--color",
-                type=click.Choice(["auto", "always", "never"]),
-                default="auto",
-                show_default=True,
-                help="Colour on standard error (auto: only on a terminal and without NO_COLOR).",
-            ),
-            click.option("--isolated", is_flag=True, help="Ignore config files and LOOKOUT_* settings."),
-        ]
-    ):
-        f = decorator(f)
-    return f
-
-
-def filter_options(side_effects: bool = False) -> Callable:
-    """Add the filter contract's options to a command and pass it a ``Run`` as ``run``."""
-
-    def decorate(f: Callable) -> Callable:
-        @functools.wraps(f)
-        def wrapper(**kwargs: Any) -> Any:
-            run = Run(
-                command=click.get_current_context().info_name or f.__name__,
-                file=kwargs.pop("file"),
-                output=kwargs.pop("output"),
-                in_place=kwargs.pop("in_place"),
-                format_name=kwargs.pop("format_name"),
-                report_path=kwargs.pop("report_path"),
-                strict=kwargs.pop("strict"),
-                max_record_bytes=kwargs.pop("max_record_bytes"),
-                dry_run=kwargs.pop("dry_run", False),
-                check=kwargs.pop("check", False),
-                save_dir=kwargs.pop("save_dir", None),
-                from_hook=kwargs.pop("from_hook"),
-                quiet=kwargs.pop("quiet"),
-                verbose=kwargs.pop("verbose"),
-                color=kwargs.pop("color"),
-                isolated=kwargs.pop("isolated"),
-            )
-            if run.to_terminal and side_effects and not run.dry_run:
-                # gzip's rule: data meant for a program is not printed on a terminal
-                raise LookoutError(f"{run.command}: standard output is a terminal: send the transcript to a file "
-                                   "(-o FILE), back into FILE (-i) or a pipe")
-            return f(run, **kwargs)
-
-        options = [
-            click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True)),
-            click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
-                         help="Write the transcript to this file (atomically) instead of standard output."),
-            click.option("-i", "--in-place", is_flag=True, help="Replace FILE atomically with the result."),
-            click.option("--format", "format_name", type=click.Choice(list(ADAPTERS)),
-                         help="The transcript's format (default: detected from its first records)."),
-            click.option("--report", "report_path", type=click.Path(dir_okay=False, allow_dash=True),
-                         help="Also write the report as JSON to this file ('-' for standard error)."),
-            click.option("--strict", is_flag=True, help="Fail on lines that are not JSON instead of passing them."),
-            click.option("--max-record-bytes", type=SIZE, default=DEFAULT_MAX_RECORD_BYTES,
-                         show_default="256M", help="Refuse a line longer than this."),
-            click.option("--from-hook", is_flag=True,
-                         help="Read an agent hook event (JSON with transcript_path) on standard input."),
-        ]
-        if side_effects:
-            options += [
-                click.option("--dry-run", is_flag=True,
-                             help="Write no files and pass the transcript through; report what would change."),
-                click.option("--check", is_flag=True, help="Like --dry-run, and exit 1 if anything would change."),
-                click.option("--save-dir", type=click.Path(file_okay=False),
-                             help="Where cleared content is saved [env: LOOKOUT_SAVE_DIR]."),
-            ]
-        for option in reversed(options):
-            wrapper = option(wrapper)
-        return common_options(wrapper)
-
-    return decorate
+    return click.UsageError(message)
 
 
 def write_stdout(data: bytes) -> None:
@@ -216,8 +113,26 @@ def _looks_like(sample: list) -> str:
     return f"its records are objects with the keys {shown}" if keys else "its records are empty objects"
 
 
+# the filter contract's flags, as click names them (``lookout_cli.flags``)
+RUN_FLAGS = ("file", "output", "in_place", "format_name", "report_path", "strict", "max_record_bytes", "dry_run",
+             "check", "save_dir", "from_hook", "quiet", "verbose", "color", "isolated")
+
+
 class Run:
     """One invocation of a filter: its input, output, settings, saved-output store and report."""
+
+    @classmethod
+    def from_flags(cls, command: str, flags: dict[str, Any], side_effects: bool = False) -> Run:
+        """The run of ``command`` with the filter contract's flags taken out of ``flags`` (what
+        click read; the command's own are left there)."""
+        given = dict(flags)
+        run = cls(command, **{name: flags.pop(name) for name in RUN_FLAGS if name in flags})
+        run.flags = given
+        if run.to_terminal and side_effects and not run.dry_run:
+            # gzip's rule: data meant for a program is not printed on a terminal
+            raise LookoutError(f"{run.command}: standard output is a terminal: send the transcript to a file "
+                               "(-o FILE), back into FILE (-i) or a pipe")
+        return run
 
     def __init__(self, command: str, file: str | None = None, output: str | None = None, in_place: bool = False,
                  format_name: str | None = None, report_path: str | None = None, strict: bool = False,
@@ -246,11 +161,12 @@ class Run:
         self.hook_event: dict | None = None
         self.file = self._hook_transcript() if from_hook else file
         if in_place and (self.file in (None, "-")):
-            raise click.UsageError("--in-place needs a FILE")
+            raise usage_error("--in-place needs a FILE")
         if in_place and output:
-            raise click.UsageError("--in-place and --output cannot be used together")
+            raise usage_error("--in-place and --output cannot be used together")
         self._store: SavedStore | None = None
         self._bad_lines = 0
+        self.flags: dict[str, Any] = {}  # every flag click read, the command's too (``from_flags``)
 
     # --- settings ---------------------------------------------------------------------------
     def setting(self, key: str, flag: Any = None, default: Any = None) -> Any:
@@ -306,7 +222,7 @@ class Run:
         """FILE opened for reading, or standard input (never a terminal)."""
         if self.file in (None, "-"):
             if sys.stdin is None or sys.stdin.isatty():
-                raise click.UsageError("no FILE given and standard input is a terminal (pipe a transcript in)")
+                raise usage_error("no FILE given and standard input is a terminal (pipe a transcript in)")
             return sys.stdin.buffer
         try:
             return open(self.file, "rb")

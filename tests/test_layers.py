@@ -23,7 +23,7 @@ LAYERS = [
     {"settings"},
     {"config"},
     {"options"},
-    {"agents"},
+    {"agents", "flags", "measure"},
     {"commands"},
     {"cli"},
     {"manpage", "__main__"},

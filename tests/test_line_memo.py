@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, run_lookout
 from test_measure import ALL_INPUTS
 
-from lookout_cli.commands.measure import measure_input
+from lookout_cli.measure import measure_input
 from lookout_cli.core import jsonl, paths
 from lookout_cli.core.fsutil import sealed_sections
 from lookout_cli.formats import SNIFF_RECORDS

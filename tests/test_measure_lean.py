@@ -17,7 +17,7 @@ import threading
 
 import pytest
 from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
-from lookout_cli.commands.measure import make_counter, measure_input
+from lookout_cli.measure import make_counter, measure_input
 from test_measure import ALL_INPUTS
 
 from lookout_cli.core import jsonl

@@ -1,9 +1,12 @@
 """A quiet ``lookout measure FILE`` run again on the unchanged file is replayed without loading
 the CLI (lookout_cli.meter.replay): the same bytes out, the same status and message; and it is not
-replayed when anything the run depends on changed, or when it printed a report.
+replayed when anything the run depends on changed, or when it printed a report. The same
+invocation over a file that changed since is measured again without click, with the flags click
+read for it before, to the same figures, status and message.
 
 Every run here is a real ``lookout`` process with Python's import log on (``PYTHONPROFILEIMPORTTIME``):
-a replay is a run that never imported click."""
+a replay is a run that imported neither click nor the measure (``lookout_cli.measure``); a
+run again without click imported the measure but not click."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import lookout_exe, run_lookout
+from conftest import lookout_exe, real_transcripts, run_lookout
 
 from lookout_cli.core import paths
 from lookout_cli.config import Config
 from lookout_cli.meter import replay
+from lookout_cli.meter.snapshot import REUSED as replay_note
 
 
 class Outcome:
@@ -28,7 +32,11 @@ class Outcome:
         self.status = done.returncode
         self.stdout = done.stdout
         self.stderr = b"".join(line for line in lines if not line.startswith(b"import time:"))
-        self.replayed = bool(imports) and not any(line.rstrip().endswith(b" click") for line in imports)
+        names = {line.rsplit(b"|", 1)[-1].strip() for line in imports}
+        self.clicked = b"click" in names
+        measured = b"lookout_cli.measure" in names
+        self.replayed = bool(imports) and not self.clicked and not measured
+        self.again = bool(imports) and not self.clicked and measured  # measured without click
 
 
 def measure(*args, cwd=None, **env) -> Outcome:
@@ -56,7 +64,7 @@ def test_a_changed_file_is_measured_again(session):
     with open(session, "ab") as fh:  # grown
         fh.write(record.replace(b'"uuid":"', b'"uuid":"x'))
     grown = measure("-q", "--no-discover", "--fail-at", "50", str(session))
-    assert not grown.replayed and grown.stdout == session.read_bytes()
+    assert not grown.replayed and grown.again and grown.stdout == session.read_bytes()
     assert measure("-q", "--no-discover", "--fail-at", "50", str(session)).replayed
     # rewritten in place, same size: only the time and the bytes moved
     data = session.read_bytes()
@@ -67,12 +75,45 @@ def test_a_changed_file_is_measured_again(session):
         fh.write(changed)
     os.utime(session, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     rewritten = measure("-q", "--no-discover", "--fail-at", "50", str(session))
-    assert not rewritten.replayed and rewritten.stdout == changed
+    assert not rewritten.replayed and rewritten.again and rewritten.stdout == changed
     # replaced by another file (a new inode), same bytes
     copy = session.with_suffix(".new")
     shutil.copyfile(session, copy)
     os.replace(copy, session)
     assert not measure("-q", "--no-discover", "--fail-at", "50", str(session)).replayed
+
+
+@pytest.mark.parametrize("path", [p for p in real_transcripts() if "claude-code" in p.parts and p.stat().st_size > 100_000],
+                         ids=lambda p: p.name[:40])
+def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(path, tmp_path):
+    """A real session measured by a hook, then grown by its next lines: the same invocation runs
+    without click, fails --fail-at as a run through click does, and leaves the figures a run
+    through click gives (``--json`` on the unchanged file reuses them)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    session = tmp_path / "session.jsonl"
+    session.write_bytes(b"".join(lines[:len(lines) * 3 // 4]))
+    hook = ("-q", "--no-discover", "--fail-at", "5", "--now", "2026-01-01T00:00:00Z")
+    assert measure(*hook, str(session)).clicked  # the first run of this invocation
+    with open(session, "ab") as fh:
+        fh.writelines(lines[len(lines) * 3 // 4:])
+    again = measure(*hook, str(session))
+    fresh = measure(*hook, str(session), LOOKOUT_CACHE_DIR=str(tmp_path / "fresh"))
+    assert again.again and fresh.clicked
+    assert again.status == fresh.status == 1 and again.stdout == fresh.stdout == session.read_bytes()
+    assert again.stderr == fresh.stderr and again.stderr.startswith(b"lookout: measure: context at")
+    reused = orjson.loads(measure("--json", *hook[1:], str(session)).stdout)
+    measured = orjson.loads(measure("--json", *hook[1:], "--no-cache", str(session)).stdout)
+    assert replay_note in reused.pop("notes") and replay_note not in measured.pop("notes")
+    assert reused == measured
+
+
+def test_a_session_gone_since_is_one_line_and_exit_2_without_click(session):
+    quiet = ("-q", "--no-discover", str(session))
+    measure(*quiet)
+    session.unlink()
+    gone = measure(*quiet)
+    assert gone.again and gone.status == 2 and gone.stdout == b""
+    assert gone.stderr == f"lookout: error: {session}: No such file or directory\n".encode()
 
 
 def test_the_status_follows_the_file_not_the_record(session):

@@ -13,7 +13,6 @@ import reprlib
 from typing import Any
 
 
-
 class _Factory:
     """An argument left to its field's default_factory."""
 

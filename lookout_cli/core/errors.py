@@ -6,7 +6,7 @@ import enum
 import os
 import sys
 
-import click
+from lookout_cli.core.term import echo
 
 
 class ExitCode(enum.IntEnum):
@@ -37,26 +37,41 @@ def quoted(value: object, longest: int = 12) -> str:
     return repr(mask(text) if len(text) > longest or first(text) else text)
 
 
-class LookoutError(click.ClickException):
-    """A runtime error: one line on standard error, exit 2, with any secret in it masked."""
+class Failure(Exception):
+    """An outcome that ends a run with its exit code and says so on standard error (``show``).
+    Not click's: a replayed quiet measure runs without click (meter.replay)."""
 
     exit_code = ExitCode.ERROR
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def format_message(self) -> str:
+        return self.message
+
     def show(self, file=None) -> None:
-        click.echo(f"lookout: error: {masked(self.format_message())}", err=True)
+        echo(f"lookout: error: {self.message}")
 
 
-class CheckFailed(click.ClickException):
+class LookoutError(Failure):
+    """A runtime error: one line on standard error, exit 2, with any secret in it masked."""
+
+    def show(self, file=None) -> None:
+        echo(f"lookout: error: {masked(self.format_message())}")
+
+
+class CheckFailed(Failure):
     """A check the user asked for failed (``--fail-at``, ``--check``): exit 1."""
 
     exit_code = ExitCode.CHECK_FAILED
 
     def show(self, file=None) -> None:
         if self.message:
-            click.echo(f"lookout: {self.message}", err=True)
+            echo(f"lookout: {self.message}")
 
 
-class PipeClosed(click.ClickException):
+class PipeClosed(Failure):
     """The reader of standard output went away (``| head``): exit 141 silently."""
 
     exit_code = ExitCode.BROKEN_PIPE
@@ -71,3 +86,36 @@ class PipeClosed(click.ClickException):
             os.dup2(devnull, sys.stdout.fileno())
         except OSError:
             pass
+
+
+def outcome(exc: BaseException, verbose: bool = False) -> int:
+    """Say on standard error how ``exc`` ended a run, in one line (a traceback too when
+    ``verbose``, for the unexpected), and give the run's exit status (SPEC §1)."""
+    if isinstance(exc, KeyboardInterrupt):
+        echo("lookout: interrupted")
+        return ExitCode.INTERRUPTED
+    if isinstance(exc, Failure) or hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click's say themselves too
+        exc.show()
+        return exc.exit_code
+    if isinstance(exc, BrokenPipeError):
+        PipeClosed().show()
+        return ExitCode.BROKEN_PIPE
+    if isinstance(exc, MemoryError):
+        echo("lookout: error: out of memory (is a record unreasonably large?)")
+        return ExitCode.ERROR
+    if verbose:  # imported only here: traceback costs every run 2 ms
+        import traceback
+
+        traceback.print_exception(exc)
+    if isinstance(exc, OSError):
+        name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        echo(masked(f"lookout: error: {name}{exc.strerror or exc}"))
+    else:  # an unexpected failure still gets one line and exit 2
+        echo(masked(f"lookout: error: internal error: {type(exc).__name__}: {exc} (run with -v for details)"))
+    return ExitCode.ERROR
+
+
+def debugging(args: list[str]) -> bool:
+    """Whether a failure shows its traceback: -v, --verbose or LOOKOUT_DEBUG."""
+    debug = os.environ.get("LOOKOUT_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")  # not "0"
+    return "-v" in args or "--verbose" in args or debug

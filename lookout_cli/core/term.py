@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
-import click
+_ANSI = re.compile(r"\033\[[0-?]*[ -/]*[@-~]")  # click._compat._ansi_re
+
+
+def echo(text: str, color: bool = False, nl: bool = True) -> None:
+    """``text`` on standard error, as ``click.echo(text, err=True, color=color)`` writes it (colour
+    codes taken out unless ``color``), without loading click: a replayed quiet measure runs
+    without it."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    if not color and "\x1b" in text:
+        text = _ANSI.sub("", text)
+    stream.write(text + "\n" if nl else text)
+    stream.flush()
 
 
 def wants_color(choice: str = "auto", stream=None) -> bool:
@@ -27,16 +41,20 @@ class Reporter:
         self.color = wants_color(color)
 
     def style(self, text: str, **styles) -> str:
-        return click.style(text, **styles) if self.color else text
+        if not self.color:
+            return text
+        import click  # only on a terminal (or --color always)
 
-    def say(self, text: str = "") -> None:
+        return click.style(text, **styles)
+
+    def say(self, text: str = "", nl: bool = True) -> None:
         if not self.quiet:
-            click.echo(text, err=True, color=self.color)
+            echo(text, self.color, nl)
 
     def warn(self, text: str) -> None:
         if not self.quiet:
-            click.echo(self.style("lookout: warning: ", fg="yellow") + text, err=True, color=self.color)
+            echo(self.style("lookout: warning: ", fg="yellow") + text, self.color)
 
     def debug(self, text: str) -> None:
         if self.verbose and not self.quiet:
-            click.echo(f"lookout: {text}", err=True)
+            echo(f"lookout: {text}")

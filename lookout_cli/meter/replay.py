@@ -15,8 +15,10 @@ The same invocation: the same arguments, working folder, environment (every vari
 files (the user's, and ``.lookout.toml`` in the working folder and each folder above it, by
 size and time), lookout's version (and this file's time: a reinstall) and Python. The same
 file: what the snapshot checks (device, inode, size, modification time, guard hashes) and its
-setup files (``--system``…, CLAUDE.md, AGENTS.md) unchanged. Anything else runs lookout as
-usual, which records the invocation anew.
+setup files (``--system``…, CLAUDE.md, AGENTS.md) unchanged. The same invocation over a file
+that changed (the agent appended a turn) runs the measure again with the flags click read for
+it then (``recorded_flags``), without loading click, a tenth of such a run. Anything else runs lookout
+as usual, which records the invocation anew.
 
 One small file per arguments and folder, in the cache folder's ``state/``, written with marshal
 (reading it back loads no JSON parser) and replaced atomically.
@@ -38,6 +40,7 @@ PROJECT_CONFIG = ".lookout.toml"  # config.PROJECT_FILE: config imports pathlib
 
 _invocation: tuple[str, str] | None = None  # (entry file, fingerprint) of this run, when it may be recorded
 _measured: tuple | None = None  # (file, offset, mtime_ns, setup stamps) this run's figures describe
+_flags: dict | None = None  # what click read for this invocation when it was recorded
 
 
 def cache_folder() -> str:
@@ -81,7 +84,7 @@ def replay(args: list[str]) -> int | None:
 
 
 def _replay(args: list[str]) -> int | None:
-    global _invocation
+    global _invocation, _flags
     try:
         cwd = os.getcwd()
         where = os.path.join(cache_folder(), "state", f"replay-{_text_digest((sys.executable, args, cwd))[:32]}.bin")
@@ -96,6 +99,7 @@ def _replay(args: list[str]) -> int | None:
             entry = marshal.load(handle)
         if entry["key"] != key:
             return None
+        _flags = entry.get("flags")
         identity, hashes, status, message = entry["stat"], entry["guards"], entry["status"], entry["message"]
         setup = [(s[0], s) for s in entry["setup"]]
         fd = os.open(entry["file"], os.O_RDONLY)
@@ -109,6 +113,12 @@ def _replay(args: list[str]) -> int | None:
         return _copy_out(fd, message, status)
     finally:
         os.close(fd)
+
+
+def recorded_flags() -> dict | None:
+    """What click read for this invocation when it was recorded (after ``replay`` found its
+    file changed since: a measure can run again with them, without click); else None."""
+    return _flags
 
 
 def _say(line: str) -> None:
@@ -154,10 +164,11 @@ def seen(path: str, offset: int, mtime_ns: int, setup: list[list]) -> None:
     _measured = (path, offset, mtime_ns, [list(s) for s in setup])
 
 
-def remember(status: int, message: str | None) -> None:
+def remember(status: int, message: str | None, flags: dict | None = None) -> None:
     """Record this run, which wrote only the transcript to standard output, ``message`` to
     standard error and ends with ``status``, to be replayed (when ``seen`` was told what its
-    figures describe). Best effort: a cache that cannot be written only costs speed."""
+    figures describe), and ``flags``, what click read, to run it again without click once the
+    file has changed (``recorded_flags``). Best effort: a cache that cannot be written only costs speed."""
     if _invocation is None or _measured is None:
         return
     where, key = _invocation
@@ -170,11 +181,15 @@ def remember(status: int, message: str | None) -> None:
                 return  # written since it was measured
             entry = {"schema": SCHEMA, "key": key, "file": os.path.abspath(path), "guards": guards(fd, offset),
                      "stat": (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), "setup": setup,
-                     "status": int(status), "message": message}
+                     "status": int(status), "message": message, "flags": flags}
         finally:
             os.close(fd)
         from lookout_cli.core.fsutil import atomic_write
 
-        atomic_write(where, marshal.dumps(entry), cache=True)
+        try:
+            data = marshal.dumps(entry)
+        except ValueError:  # a flag marshal cannot hold: replayed, never run again without click
+            data = marshal.dumps({**entry, "flags": None})
+        atomic_write(where, data, cache=True)
     except (OSError, ValueError):
         pass
