@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
-import os
 import sys
 
 import click

@@ -16,8 +16,8 @@ import orjson
 import pytest
 from conftest import REPO, lookout_exe, real_transcripts
 
-from lookout_cli.measure import measure_input
 from lookout_cli.formats.claude_items import counted_texts
+from lookout_cli.measure import measure_input
 from lookout_cli.meter import count_ahead
 from lookout_cli.meter.analysis import Settings
 from lookout_cli.meter.report import to_dict

@@ -17,10 +17,10 @@ import pytest
 from conftest import REPO, run_lookout
 from test_measure import ALL_INPUTS
 
-from lookout_cli.measure import measure_input
 from lookout_cli.core import jsonl, paths
 from lookout_cli.core.fsutil import sealed_sections
 from lookout_cli.formats import SNIFF_RECORDS
+from lookout_cli.measure import measure_input
 from lookout_cli.meter import line_memo
 from lookout_cli.meter.analysis import Settings
 from lookout_cli.meter.report import to_dict

@@ -17,7 +17,6 @@ import threading
 
 import pytest
 from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
-from lookout_cli.measure import make_counter, measure_input
 from test_measure import ALL_INPUTS
 
 from lookout_cli.core import jsonl
@@ -33,6 +32,7 @@ from lookout_cli.core.jsonl import (
 )
 from lookout_cli.core.saved import MARKER
 from lookout_cli.formats.view import IMAGE, TOOL_CALL
+from lookout_cli.measure import make_counter, measure_input
 from lookout_cli.meter.analysis import Settings, measure
 from lookout_cli.meter.reclaim import ARGUMENT_KEYS
 from lookout_cli.meter.report import to_dict

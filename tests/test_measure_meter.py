@@ -118,6 +118,23 @@ def test_the_meter_reads_older_usages_by_column_as_it_reads_usages():
     assert figures[0][0][5:7] == (9, 3) and figures[0][4][0][4] == made[5].prompt  # priced, unpriced; after the first
 
 
+def test_the_points_a_compaction_comes_before_are_found_in_and_out_of_file_order():
+    """A point comes after a compaction when one lies after the previous point's line (the
+    first point: after line 0), up to its own: found by halving when the usages run in file
+    order, by counting when they do not; a compaction at line 0 or after the last point comes
+    before none."""
+    from lookout_cli.formats.view import Compaction, View
+
+    def brute(lines: list[int], marks: list[int]) -> list[int]:
+        return [n for n, line in enumerate(lines) if any((lines[n - 1] if n else 0) < m <= line for m in marks)]
+
+    marks = [0, 20, 25, 26, 45, 60]
+    for lines, expected in (([10, 20, 30, 40, 50], [1, 2, 4]), ([10, 30, 20, 40, 50], [1, 3, 4])):
+        view = View("claude-code", usages=[Usage(Line(n), input=n) for n in lines],
+                    compactions=[Compaction(Record(m, b"{}\n")) for m in marks])
+        assert meter.series(view, []).compaction_before == brute(lines, marks) == expected
+
+
 def test_unknown_models_are_not_priced():
     total = cost.total_cost([usage(input=5, output=5)], lambda name: lookup(name), "no-such-model-x")
     assert total.usd is None and total.unpriced == 1 and total.priced == 0

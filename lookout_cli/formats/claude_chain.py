@@ -41,6 +41,7 @@ and the caller reads those lines after all.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import field
@@ -384,14 +385,14 @@ class Chain:
         return out
 
 
-def _chain_keys(objs: list) -> tuple[list, list[int], bytearray]:
-    """One pass over the lines: each line's type by position (None off the chain), the chain's
-    lines in order, and whether each of those is a sidechain line. A node is read by position:
-    this runs for every line."""
+def _chain_keys(objs: list, start: int = 0) -> tuple[list, list[int], bytearray]:
+    """One pass over the lines from ``start`` on (the ones before it are not read): each line's
+    type by position (None off the chain), the chain's lines in order, and whether each of
+    those is a sidechain line. A node is read by position: this runs for every line."""
     kinds: list[str | None] = [None] * len(objs)
     lines: list[int] = []
     side = bytearray()
-    for i, o in enumerate(objs):
+    for i, o in enumerate(itertools.islice(objs, start, None), start):
         if o is None:
             continue
         if type(o) is Node:
@@ -428,7 +429,7 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
     at = settled.at if settled is not None else 0
     objs: list = [None] * at
     objs += [r.node if r.node is not None else r.data for r in records[at:]]
-    kinds, lines, side = _chain_keys(objs)
+    kinds, lines, side = _chain_keys(objs, at)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     if settled is not None and sidechain:
         return None

@@ -21,7 +21,7 @@ class Usages(Sequence):
     a ``Usage`` when it is asked for (a new one each time: figures, not an object to keep).
     The meter's passes over every usage read the columns (``older_figures``)."""
 
-    __slots__ = ("lines", "models", "numbers", "recent", "stamps")
+    __slots__ = ("_figures", "lines", "models", "numbers", "recent", "stamps")
 
     def __init__(self, recent: list[Usage] | None = None) -> None:
         self.recent = recent if recent is not None else []
@@ -29,6 +29,7 @@ class Usages(Sequence):
         self.numbers = array.array("q")  # five each: input, cache write, cache read, output, 1-hour write
         self.models: list[str | None] = []
         self.stamps: list[str | None] = []
+        self._figures: tuple[list[int], ...] | None = None  # ``older_figures``, once worked out
 
     @classmethod
     def older_of(cls, lines, numbers, models: list, stamps: list) -> Usages:
@@ -91,9 +92,11 @@ class Usages(Sequence):
 
     def older_figures(self) -> tuple[list[int], ...]:
         """The older usages' inputs, cache writes, cache reads, outputs and 1-hour writes, a
-        list each."""
-        numbers = self.numbers
-        return tuple(numbers[k::5].tolist() for k in range(5))
+        list each (the same lists every time: the meter reads them three times; not to change)."""
+        if self._figures is None:
+            numbers = self.numbers
+            self._figures = tuple(numbers[k::5].tolist() for k in range(5))
+        return self._figures
 
 
 def split_usages(usages: Sequence[Usage]) -> tuple[Usages | None, Sequence[Usage]]:

@@ -436,7 +436,7 @@ def compactions(view: View) -> list[CompactionRow]:
     lines = usage_lines(view.usages)
     # the first usage after a compaction, found by halving when the usages run in file order
     # (they nearly always do: a long session compacts hundreds of times over 100k usages)
-    ordered = all(a <= b for a, b in zip(lines, lines[1:]))
+    ordered = _in_order(lines)
     for c in view.compactions:
         after, basis = c.after, ("recorded" if c.after is not None else None)
         line = c.record.lineno
@@ -638,7 +638,7 @@ def series(view: View, found: list[Response]) -> Series:
     timestamps, prompts, outputs, first = [], [], [], 0
     if older is not None:  # by column
         uncached, write, read, output, _ = older.older_figures()
-        timestamps, outputs, first = list(older.stamps), output, len(older.lines)
+        timestamps, outputs, first = list(older.stamps), output.copy(), len(older.lines)
         prompts = list(map(operator.add, map(operator.add, uncached, write), read))
     timestamps += [usage.timestamp for usage in recent]
     prompts += [usage.prompt for usage in recent]
@@ -646,12 +646,18 @@ def series(view: View, found: list[Response]) -> Series:
     inside = {id(r.usage) for r in found}
     marks = sorted(c.record.lineno for c in view.compactions)
     after: list[int] = []
-    if marks:  # a compaction before a point lies after the previous point's line, up to its
-        # own: the count of compactions up to a line (bisect_right) grows there
+    # a compaction before a point lies after the previous point's line, up to its own
+    if marks and _in_order(lines):  # found by halving, a compaction at a time
+        after = sorted({bisect.bisect_left(lines, mark) for mark in marks if mark > 0} - {len(lines)})
+    elif marks:  # the count of compactions up to a line (bisect_right) grows there
         upto = [bisect.bisect_right(marks, line) for line in (0, *lines)]
         after = [n for n in range(len(lines)) if upto[n + 1] > upto[n]]
     return Series(lines, timestamps, prompts, outputs,
                   [n for n, usage in enumerate(recent, first) if id(usage) in inside], after)
+
+
+def _in_order(lines: list[int]) -> bool:
+    return lines == sorted(lines)  # (sorting what is in order is one pass, in C)
 
 
 def usage_lines(usages: Sequence[Usage]) -> list[int]:

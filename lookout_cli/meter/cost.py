@@ -121,7 +121,7 @@ def _figures_by_model(usages: Sequence[Usage]) -> dict[str | None, list[list[int
     loop of Python a response (a long session records tens of thousands)."""
     older, recent = split_usages(usages)
     models = list(older.models) if older is not None else []
-    figures = list(older.older_figures()) if older is not None else [[] for _ in _FIGURES]
+    figures = [column.copy() for column in older.older_figures()] if older is not None else [[] for _ in _FIGURES]
     models += [u.model for u in recent]
     for column, name in zip(figures, _FIGURES):
         column += map(operator.attrgetter(name), recent)
