@@ -222,7 +222,7 @@ class LineMemo:
             at = holder.header["settled"] if holder is not None else 0
             if not 0 < at < count:
                 at, holder = 0, None
-            nodes = [kept for part in self._parts for kept in part.nodes_from(at)]
+            nodes = list(itertools.chain.from_iterable(part.nodes_from(at) for part in self._parts))
             if len(nodes) != count:
                 raise ValueError("not a node a line")
             # the lines before ``at`` are made only when asked for (``Lines``)
