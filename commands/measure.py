@@ -57,7 +57,8 @@ before and unchanged since (same inode, size, time and guard hashes; same settin
 files) is not parsed at all: its figures are reused and only the warm-cache time is worked
 out anew; a quiet run (-q, the transcript to standard output, no report) made again the same
 way (arguments, folder, environment, config files) is replayed: the file copied out, the same
-status, without loading the rest of lookout. --no-cache turns all of this off. --jobs N
+status, without loading the rest of lookout; once the file changed, it is measured
+again without loading the command line. --no-cache turns all of this off. --jobs N
 counts a cold pass in N processes (they count the last quarter of a large file while it is
 read).
 --usage-only parses only the lines that record usage (a fast cost and context check: the

@@ -135,4 +135,3 @@ def main(argv: list[str] | None = None) -> None:
     except (Exception, KeyboardInterrupt) as exc:
         sys.exit(outcome(exc, debugging(args)))
     sys.exit(result if isinstance(result, int) else ExitCode.OK)
-

@@ -1,7 +1,7 @@
 """The filter contract as shared code (SPEC §1): ``Run``, the object a command uses to read its
 transcript, save what it clears, report and write, made from the flags every command takes
-(``lookout_cli.flags``). It does not load click: a replayed quiet measure runs without it
-(``lookout_cli.meter.replay``)."""
+(``lookout_cli.flags``). It does not load click: a quiet measure of a grown file runs without
+it (``lookout_cli.meter.replay``)."""
 
 from __future__ import annotations
 

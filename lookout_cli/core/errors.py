@@ -39,7 +39,7 @@ def quoted(value: object, longest: int = 12) -> str:
 
 class Failure(Exception):
     """An outcome that ends a run with its exit code and says so on standard error (``show``).
-    Not click's: a replayed quiet measure runs without click (meter.replay)."""
+    Not click's: a quiet measure of a grown file runs without click (meter.replay)."""
 
     exit_code = ExitCode.ERROR
 

@@ -11,8 +11,8 @@ _ANSI = re.compile(r"\033\[[0-?]*[ -/]*[@-~]")  # click._compat._ansi_re
 
 def echo(text: str, color: bool = False, nl: bool = True) -> None:
     """``text`` on standard error, as ``click.echo(text, err=True, color=color)`` writes it (colour
-    codes taken out unless ``color``), without loading click: a replayed quiet measure runs
-    without it."""
+    codes taken out unless ``color``), without loading click: a quiet measure of a grown file
+    runs without it."""
     stream = sys.stderr
     if stream is None:
         return
@@ -47,9 +47,9 @@ class Reporter:
 
         return click.style(text, **styles)
 
-    def say(self, text: str = "", nl: bool = True) -> None:
+    def say(self, text: str = "") -> None:
         if not self.quiet:
-            echo(text, self.color, nl)
+            echo(text, self.color)
 
     def warn(self, text: str) -> None:
         if not self.quiet:

@@ -17,8 +17,8 @@ size and time), lookout's version (and this file's time: a reinstall) and Python
 file: what the snapshot checks (device, inode, size, modification time, guard hashes) and its
 setup files (``--system``…, CLAUDE.md, AGENTS.md) unchanged. The same invocation over a file
 that changed (the agent appended a turn) runs the measure again with the flags click read for
-it then (``recorded_flags``), without loading click, a tenth of such a run. Anything else runs lookout
-as usual, which records the invocation anew.
+it then (``recorded_flags``), without loading click (a tenth of such a run). Anything else
+runs lookout as usual, which records the invocation anew.
 
 One small file per arguments and folder, in the cache folder's ``state/``, written with marshal
 (reading it back loads no JSON parser) and replaced atomically.
@@ -168,7 +168,8 @@ def remember(status: int, message: str | None, flags: dict | None = None) -> Non
     """Record this run, which wrote only the transcript to standard output, ``message`` to
     standard error and ends with ``status``, to be replayed (when ``seen`` was told what its
     figures describe), and ``flags``, what click read, to run it again without click once the
-    file has changed (``recorded_flags``). Best effort: a cache that cannot be written only costs speed."""
+    file has changed (``recorded_flags``). Best effort: a cache that cannot be written only
+    costs speed."""
     if _invocation is None or _measured is None:
         return
     where, key = _invocation
