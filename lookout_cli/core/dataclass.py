@@ -30,8 +30,12 @@ def dataclass(cls: type | None = None, /, *, frozen: bool = False, slots: bool =
 
     def wrap(cls: type) -> type:
         own = dict(cls.__dict__)
+        if not own.get("__doc__"):  # else dataclass reads one off object.__init__'s signature (a parse)
+            cls.__doc__ = cls.__name__
         cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)
         names = tuple(f.name for f in dataclasses.fields(cls))
+        if not own.get("__doc__"):
+            cls.__doc__ = f"{cls.__name__}({', '.join(names)})"
         if "__init__" not in own:
             cls.__init__ = _init(cls, frozen)
         if repr and "__repr__" not in own:

@@ -103,22 +103,30 @@ def load(path: str | os.PathLike, key: str) -> State | None:
     return None if loaded is None else _with_totals(*loaded)
 
 
-def _load(path: str | os.PathLike, key: str) -> tuple[State, bytes] | None:
-    """The stored state without its totals, and their JSON."""
+def _load(path: str | os.PathLike, key: str) -> tuple[State, Path, bytes] | None:
+    """The stored state without its totals (its first line: a measure's totals, the series
+    of every response among them, run to hundreds of kilobytes), where it is kept, and that
+    line."""
+    where = state_path(path, key)
     try:
-        head, _, totals = state_path(path, key).read_bytes().partition(b"\n")
+        with open(where, "rb") as handle:
+            head = handle.readline()
         state = State(**orjson.loads(head))
     except (OSError, ValueError, TypeError):
         return None
     if state.version != VERSION or state.key != key:
         return None
-    return state, totals
+    return state, where, head
 
 
-def _with_totals(state: State, totals: bytes) -> State | None:
+def _with_totals(state: State, where: Path, head: bytes) -> State | None:
+    """``state`` with its totals, read now, when the file still holds it (else None)."""
     try:
-        state.totals = orjson.loads(totals)
-    except ValueError:  # torn
+        data = where.read_bytes()
+        if not data.startswith(head):  # replaced since (another run)
+            return None
+        state.totals = orjson.loads(memoryview(data)[len(head):])
+    except (OSError, ValueError):  # gone, or torn
         return None
     return state
 
