@@ -98,8 +98,8 @@ def test_merge_takes_the_lowest_rank_leftmost_first():
 
 def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch):
     """A prompt's worth appended: counted by the lite path (tiktoken never imported, nor regex's
-    pattern compiler: the pattern's compiled code is kept), the same figures as a cold run over
-    the grown file."""
+    pattern compiler: the pattern's compiled code is kept, nor sqlite3: the block cache is not
+    opened for so few texts), the same figures as a cold run over the grown file."""
     monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "data"))
     src = min(SHARED_TRANSCRIPTS.glob("claude-code/ccviewer-*.jsonl")).read_bytes().splitlines(keepends=True)
@@ -114,7 +114,7 @@ def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch
     with open(f, "ab") as fh:
         fh.write(b"".join(src[-6:]))
     code = ("import atexit, runpy, sys; sys.argv = ['lookout', 'measure', '--json', '--no-discover', sys.argv[1]]\n"
-            "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex')),"
+            "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex', 'sqlite3')),"
             " file=sys.stderr))\n"  # (an exit handler: lookout leaves the process once they have run)
             "runpy.run_module('lookout_cli', run_name='__main__')")
     r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, cwd=REPO, check=False)

@@ -259,6 +259,11 @@ def count_few() -> None:
     _lite_chars = max(_lite_chars, 0)
 
 
+def counting_few() -> bool:
+    """Whether this run has only a few new texts to count (``count_few``)."""
+    return _lite_chars >= 0
+
+
 def _lite_count(text: str, encoding: str) -> int | None:
     global _lite_chars
     if _lite_chars < 0 or encoding in _loaded:
