@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from lookout_cli.flags import filter_options
-from lookout_cli.meter.analysis import PRESETS
 from lookout_cli.measure import run_measure
+from lookout_cli.meter.analysis import PRESETS
 from lookout_cli.meter.report import SCHEMA_TEXT
 from lookout_cli.options import Run
 
@@ -111,8 +111,7 @@ written first); 2 an error.
 @click.option("--usage-only", is_flag=True,
               help="Only the provider's recorded counts: read just the lines that record usage (context used, "
                    "cache, cost; no parts).")
-def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_at, plot_path, system_file,
-            tools_file, rules_file, skills_file, no_discover, preset, now_text, jobs, no_cache, usage_only) -> None:
+def measure(run: Run, **flags) -> None:
     """Report what fills the model's context; pass the transcript through unchanged.
 
     Shows the tokens used of the budget and the meter's state, where the chat will be summarized
@@ -121,5 +120,4 @@ def measure(run: Run, model_name, budget, estimate, report_only, json_out, fail_
     cache use, totals and cost at API prices, how long the cache stays warm; compactions so far,
     duplicate file reads and the largest items that could be reclaimed.
     """
-    run_measure(run, model_name, budget, estimate, report_only, json_out, fail_at, plot_path, system_file,
-                tools_file, rules_file, skills_file, no_discover, preset, now_text, jobs, no_cache, usage_only)
+    run_measure(run, **flags)  # (by name, as a run again without click passes them: lookout_cli.measure)

@@ -51,14 +51,11 @@ class Failure(Exception):
         return self.message
 
     def show(self, file=None) -> None:
-        echo(f"lookout: error: {self.message}")
+        echo(f"lookout: error: {masked(self.message)}")
 
 
 class LookoutError(Failure):
     """A runtime error: one line on standard error, exit 2, with any secret in it masked."""
-
-    def show(self, file=None) -> None:
-        echo(f"lookout: error: {masked(self.format_message())}")
 
 
 class CheckFailed(Failure):

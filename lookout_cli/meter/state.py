@@ -98,11 +98,6 @@ def last_complete(fh, start: int, end: int) -> int:
     return start
 
 
-def load(path: str | os.PathLike, key: str) -> State | None:
-    loaded = _load(path, key)
-    return None if loaded is None else _with_totals(*loaded)
-
-
 def _load(path: str | os.PathLike, key: str) -> tuple[State, Path, bytes] | None:
     """The stored state without its totals (its first line: a measure's totals, the series
     of every response among them, run to hundreds of kilobytes), where it is kept, and that

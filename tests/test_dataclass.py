@@ -1,0 +1,127 @@
+"""lookout's ``dataclass`` (lookout_cli.core.dataclass) behaves as the standard library's for the
+options the project uses: each class below is made by both, and every difference is a failure."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+
+import orjson
+import pytest
+
+from lookout_cli.core.dataclass import dataclass
+
+OPTIONS = [{}, {"slots": True}, {"frozen": True}, {"frozen": True, "slots": True}, {"slots": True, "eq": False},
+           {"slots": True, "eq": False, "repr": False}]
+
+
+def _classes(make):
+    """The same bodies through ``make``: a plain record, one with defaults and a factory, a
+    subclass adding a field, one defining its own ``__eq__``, one with ``__post_init__``."""
+
+    class Plain:
+        a: int
+        b: str
+
+    class Defaults:
+        """Has a docstring."""
+
+        a: int
+        b: tuple = ()
+        c: list = dataclasses.field(default_factory=list)
+        d: str | None = None
+
+    class Base:
+        a: int
+
+    class Child(Base):
+        b: int = 2
+
+    class OwnEq:
+        a: int
+
+        def __eq__(self, other):
+            return True
+
+        __hash__ = object.__hash__
+
+    class Partial:  # as models.Model's aliases: not compared
+        a: int
+        b: tuple = dataclasses.field(default=(), compare=False)
+        c: int = dataclasses.field(default=0, repr=False)
+        d: int = dataclasses.field(default=0, hash=False)
+
+    class Post:
+        a: int
+        b: int = 0
+
+        def __post_init__(self):
+            object.__setattr__(self, "b", self.a * 2)
+
+    made = {"Plain": make(Plain), "Defaults": make(Defaults), "OwnEq": make(OwnEq), "Post": make(Post),
+            "Partial": make(Partial)}
+    made["Child"] = make(type("Child", (made_base := make(Base),), dict(Child.__dict__)))
+    made["Base"] = made_base
+    return made
+
+
+ARGS = {"Plain": (1, "x"), "Defaults": (1,), "Base": (1,), "Child": (1,), "OwnEq": (1,), "Post": (3,),
+        "Partial": (1, ("x",), 2, 3)}
+OTHER = {"Plain": (1, "y"), "Defaults": (2,), "Base": (2,), "Child": (1, 3), "OwnEq": (2,), "Post": (4,),
+         "Partial": (1, ("y",), 2, 3)}  # equal but for what is not compared
+
+
+def _behaviour(cls, args, other, frozen: bool) -> list:
+    one, same, different = cls(*args), cls(*args), cls(*other)
+    seen = [re.sub(r" at 0x[0-9a-f]+", "", repr(one).split(".")[-1]), one == same, one != different, one == "text",
+            one == different and hash(one) == hash(different) if cls.__hash__ is not None else one == different,
+            [f.name for f in dataclasses.fields(cls)], dataclasses.asdict(one), dataclasses.astuple(one),
+            dataclasses.is_dataclass(cls), cls.__match_args__, orjson.dumps(one),
+            dataclasses.asdict(dataclasses.replace(one, a=9)), dataclasses.asdict(copy.deepcopy(one))]
+    seen.append(cls.__hash__ is None)
+    if cls.__hash__ is not None and all(isinstance(v, (int, str, tuple, type(None))) for v in dataclasses.astuple(one)):
+        seen.append(hash(one) == hash(same))
+    try:
+        one.a = 5
+        seen.append(("assigned", one.a))
+    except dataclasses.FrozenInstanceError as exc:
+        seen.append(("frozen", str(exc)))
+    if frozen:
+        try:
+            del one.a
+        except dataclasses.FrozenInstanceError as exc:
+            seen.append(("frozen", str(exc)))
+    seen.append(dataclasses.asdict(copy.copy(same)))  # (what pickling does: reduce, then set the state)
+    with pytest.raises(TypeError):
+        cls()  # a field without a default is required
+    return seen
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
+def test_it_behaves_as_the_standard_dataclass(options):
+    ours = _classes(lambda cls: dataclass(**options)(cls))
+    theirs = _classes(lambda cls: dataclasses.dataclass(**options)(cls))
+    frozen = options.get("frozen", False)
+    for name, args in ARGS.items():
+        assert _behaviour(ours[name], args, OTHER[name], frozen) == _behaviour(theirs[name], args, OTHER[name], frozen), name
+    # each instance gets its own factory-made value; a docstring is kept, a missing one made
+    assert ours["Defaults"](1).c is not ours["Defaults"](1).c
+    assert ours["Defaults"].__doc__ == "Has a docstring." and ours["Plain"].__doc__ == "Plain(a, b)"
+    assert ours["Post"](3).b == 6
+
+
+def test_a_mutable_default_is_refused_as_the_standard_one_refuses_it():
+    with pytest.raises(ValueError, match="mutable default"):
+        @dataclass
+        class Bad:
+            a: list = []  # noqa: RUF012
+
+
+@pytest.mark.parametrize("field", [dataclasses.field(default=0, init=False), dataclasses.field(default=0, kw_only=True)],
+                         ids=["init", "kw_only"])
+def test_a_field_left_out_of_init_is_refused(field):
+    """The ``__init__`` made here takes every field in order: a field the standard one would
+    leave out of it, or take by keyword only, would be served wrong, so it is refused."""
+    with pytest.raises(TypeError, match="every field in __init__, in order, not b"):
+        dataclass(type("Odd", (), {"__annotations__": {"a": "int", "b": "int"}, "b": field}))
