@@ -120,8 +120,8 @@ error, including a refused summary or a result that would leave a call without i
               "estimated from a sample of them) [config: compaction.tokenize_all].")
 @click.option("--now", "now_text", metavar="ISO", help="The time to judge the cache's warmth against (default: now).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
-              help="Count in N processes (pays on a first run over a large transcript) [config: compaction.jobs; "
-              "default: 1].")
+              help="Read and count in N processes (pays on a first run over a large transcript) "
+              "[config: compaction.jobs; default: 1].")
 @filter_options(side_effects=True)
 def compact(run: Run, force, budget, model_name, stages, instructions, summarizer, summary_model, summary_url,
             summary_key_env, summary_timeout, summary_file, on_failure, threshold_percent, target_percent, reserved,
@@ -163,7 +163,7 @@ def compact(run: Run, force, budget, model_name, stages, instructions, summarize
     except summarizers.SummaryFailed as exc:
         raise click.UsageError(str(exc)) from None
 
-    transcript = run.load()
+    transcript = run.load(jobs=options.jobs)
     ready = None
     if summary_file is not None:
         ready = compactor.PreparedSummary(summary_file.read(), None, f"the note in {summary_file.name}")

@@ -59,8 +59,9 @@ out anew; a quiet run (-q, the transcript to standard output, no report) made ag
 way (arguments, folder, environment, config files) is replayed: the file copied out, the same
 status, without loading the rest of lookout; once the file changed, it is measured
 again without loading the command line. --no-cache turns all of this off. --jobs N
-counts a cold pass in N processes (they count the last quarter of a large file while it is
-read).
+reads and counts a cold pass in N processes: what the model sees (the last quarter of a large
+file, a compacted session's last segment) is counted while the file is read, and a long
+session's lines before its last compaction are read half in another process.
 --usage-only parses only the lines that record usage (a fast cost and context check: the
 provider's counts, no parts; usages are taken in file order, not along the conversation's
 branches; other lines are not checked for JSON but with --strict).
@@ -105,7 +106,8 @@ written first); 2 an error.
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), help="Meter thresholds: lookout (75%/summary point) or localpilot (65%/85%).")
 @click.option("--now", "now_text", metavar="ISO", help="The time to measure the warm cache against (default: now).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
-              help="Count in N processes (pays on cold runs over large inputs) [config: measure.jobs; default: 1].")
+              help="Read and count in N processes (pays on cold runs over large inputs) "
+                   "[config: measure.jobs; default: 1].")
 @click.option("--no-cache", is_flag=True,
               help="Do not use the token-count cache in the cache folder (counts are then all tokenized).")
 @click.option("--usage-only", is_flag=True,

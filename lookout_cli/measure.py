@@ -136,7 +136,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
     try:
         # offsets and small summaries, not every parsed line; the items counted as they are read
         early = EarlyItems(sink, lambda model: count_key(settings.model or model, settings))
-        transcript = run.load(memo=memo, early=early)
+        transcript = run.load(memo=memo, early=early, jobs=jobs)
         if memo is not None and memo.resumed:
             # the lines measured before and their items live to the end of the run, in no cycle:
             # the collector passes over them (it walked them again and again: a tenth of a

@@ -15,20 +15,23 @@ from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
-from lookout_cli.core import progress
+from lookout_cli.core import forked, progress
 from lookout_cli.config import Config
 from lookout_cli.core.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.core.fsutil import atomic_writer, sync_pending
 from lookout_cli.core.jsonl import (
     DEFAULT_MAX_RECORD_BYTES,
     LeanRecord,
+    LineIndex,
     Lines,
     NullStream,
+    PositionalReader,
     Record,
     RecordWriter,
     is_dev_null,
     lean_index,
     lines_holding,
+    next_line_start,
     read_indexed_lines,
     read_line_blocks,
     read_records,
@@ -46,6 +49,24 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_WARNED_LINES = 10
 SNIFF_BYTES = 8 << 20  # a usage-only load tells the format from the lines in this much at most
+APART_BYTES = 16 << 20  # with --jobs, the lines before the one shown are read in two processes from this much
+
+
+def _settle_span(fd: int, begin: int, end: int, make: Callable[[], Any], max_record_bytes: int) -> tuple | None:
+    """In a forked process (``Run._settle``): the lines of the file open as ``fd`` from offset
+    ``begin`` to ``end`` (where lines start) read into a new reader ``make()``; (the reader,
+    where each line ends). None at a line that is no JSON value, which the parent reads with
+    a record as its own lines (and an error, such as a line too long, fails it too)."""
+    index = LineIndex(fd, begin)
+    settling = make()
+    loads, add = orjson.loads, settling.add
+    for _, block in read_line_blocks(PositionalReader(fd), index, end, max_record_bytes):
+        for raw in block:
+            value = loads(raw)
+            if value is None:
+                return None
+            add(value if type(value) is dict else None)
+    return settling, index.starts[1:]
 
 
 def _keep_lean(adapter: Adapter | None, record: LeanRecord, early: EarlyItems | None = None) -> None:
@@ -296,7 +317,8 @@ class Run:
             progress.erase()  # the warning gets a line of its own
             self.warn(f"{where}: not JSON, passed through unchanged ({record.error})")
 
-    def load(self, lean: bool = True, memo: LineMemo | None = None, early: EarlyItems | None = None) -> Transcript:
+    def load(self, lean: bool = True, memo: LineMemo | None = None, early: EarlyItems | None = None,
+             jobs: int = 1) -> Transcript:
         """Read the whole transcript and find its format (for commands that need all of it).
 
         ``lean`` (every command): the records keep their offsets in the input instead of their
@@ -306,7 +328,8 @@ class Run:
         With a ``memo`` of FILE (``line_memo``), lines measured before are not read again when
         the file only grew, and not parsed again when it was rewritten. A lean load builds each
         line's items as it reads it, when its format can say them from the line alone
-        (``Adapter.line_items``), for the view to take: ``early`` (measure's) counts them too."""
+        (``Adapter.line_items``), for the view to take: ``early`` (measure's) counts them too.
+        ``jobs``: processes that may read a long session's older lines (``_settle``)."""
         self.start_progress()
         if lean:
             handle, spool = self._seekable_input()
@@ -316,7 +339,7 @@ class Run:
 
                     early = EarlyItems()
                 with self._reading(handle, spool):
-                    return self._load_lean(handle, spool, memo, early)
+                    return self._load_lean(handle, spool, memo, early, jobs)
             # no temporary file can be made: keep the lines in memory
         records = list(self.records())
         return Transcript(records, self._adapter_for(records), self.source)
@@ -399,7 +422,7 @@ class Run:
         return transcript, kept
 
     def _load_lean(self, handle: IO[bytes], spool: IO[bytes] | None, memo: LineMemo | None,
-                   early: EarlyItems | None = None) -> Transcript:
+                   early: EarlyItems | None = None, jobs: int = 1) -> Transcript:
         start = 0 if spool is not None else handle.tell()
         lines: Lines | None = None
         sample: list[Record] = []  # records read before the format is known
@@ -428,7 +451,7 @@ class Run:
         try:
             while True:
                 if settling is not None:
-                    self._settle(handle, lines, settling, shown_at, memo, adapter, early)
+                    self._settle(handle, lines, settling, shown_at, memo, adapter, early, jobs)
                     settling = None
                 for lineno, raw in read_indexed_lines(handle, index, self.max_record_bytes, spool):
                     progress.update()
@@ -485,11 +508,44 @@ class Run:
         return transcript
 
     def _settle(self, handle: IO[bytes], lines: Lines, settling, end: int, memo: LineMemo | None,
-                adapter: Adapter, early: EarlyItems) -> None:
+                adapter: Adapter, early: EarlyItems, jobs: int = 1) -> None:
         """The lines of ``handle`` up to offset ``end`` (the shown one's start), each parsed and
         handed to ``settling`` with no record made (``Lines.hold``): a block at a time, a long
         session's every line but its last segment's. A line that is no JSON value (blank, not
-        JSON, a null, what only the standard library reads) gets a record, read as any."""
+        JSON, a null, what only the standard library reads) gets a record, read as any. With
+        ``jobs`` > 1 and many lines, the second half is read at the same time by a forked
+        process into a reader of its own, joined to this one's (``Settling.join``)."""
+        apart = None
+        begin = lines.spans.starts[-1]
+        if jobs > 1 and end - begin >= APART_BYTES and forked.available():
+            half = next_line_start(handle.fileno(), (begin + end) // 2, end)
+            if half is not None:
+                apart = forked.Forked(_settle_span, handle.fileno(), half, end, type(settling),
+                                      self.max_record_bytes)
+        try:
+            self._settle_blocks(handle, lines, settling, half if apart is not None else end, memo, adapter, early)
+        except BaseException:
+            if apart is not None:
+                apart.cancel()
+            raise
+        if apart is None:
+            return
+        taken = apart.result()
+        if taken is None:  # the child failed (a line it does not read, one too long): read them here
+            self._settle_blocks(handle, lines, settling, end, memo, adapter, early)
+            return
+        later, starts = taken
+        settling.join(later)
+        lines.spans.starts.extend(starts)
+        lines.hold(count=len(starts))
+        if memo is not None:
+            memo.note_settled(len(starts))
+        handle.seek(starts[-1])
+        progress.update()
+
+    def _settle_blocks(self, handle: IO[bytes], lines: Lines, settling, end: int, memo: LineMemo | None,
+                       adapter: Adapter, early: EarlyItems) -> None:
+        """``_settle``'s lines up to ``end``, read here."""
         index = lines.spans
         loads, decode_error, add, hold = orjson.loads, orjson.JSONDecodeError, settling.add, lines.hold
         for first, block in read_line_blocks(handle, index, end, self.max_record_bytes):

@@ -16,6 +16,7 @@ import orjson
 import pytest
 from conftest import REPO, lookout_exe, real_transcripts
 
+from lookout_cli import options
 from lookout_cli.formats.claude_items import counted_texts
 from lookout_cli.measure import measure_input
 from lookout_cli.meter import count_ahead
@@ -109,10 +110,12 @@ def test_counts_made_ahead_are_exact_cover_the_last_quarter_and_are_keyed_as_the
     assert counts == {key(t): tokens.count(t) for t in texts}
 
 
-def test_a_compacted_session_is_counted_ahead_from_its_last_boundary_or_not_at_all(tmp_path, monkeypatch):
+def test_a_compacted_session_is_counted_ahead_from_its_last_boundary_in_one_worker_that_loads_the_encoding(
+        tmp_path, monkeypatch):
     """The model sees a compacted session from its last boundary on: the texts before it are
-    not worth a worker's time, and a part after it too small to be worth workers is left to
-    the view (a real long session: --jobs 2 ran slower than one job)."""
+    not worth a worker's time. A part after it too small to be worth workers (a real long
+    session: --jobs 2 ran slower than one job) is counted by one process, which loads the encoding
+    itself as it starts, while this process reads the lines before it (and loads none)."""
     path = tmp_path / "compacted.jsonl"
     generate(path, "claude-code", 4, shape="real")
     data = path.read_bytes()
@@ -126,9 +129,17 @@ def test_a_compacted_session_is_counted_ahead_from_its_last_boundary_or_not_at_a
     ahead.close()
     texts = {t for line in lines_from(data, boundary) for t in counted_texts(orjson.loads(line)) if t}
     assert counts == {tokens.memo_key(t): tokens.count(t) for t in texts}
+    assert ahead.workers is not None
     monkeypatch.setattr(count_ahead, "MIN_BYTES", count_ahead.SHARE * (tail + 1))
     assert len(data) >= count_ahead.MIN_BYTES  # large enough, but what is shown is not
-    assert count_ahead.start(str(path), None, "o200k_base", 2, False) is None
+    monkeypatch.delitem(tokens._loaded, "cl100k_base", raising=False)
+    ahead = count_ahead.start(str(path), None, "cl100k_base", 2, False)
+    assert ahead is not None and ahead.start == boundary
+    assert ahead.workers is None  # no pool: one forked process
+    counts = ahead.counts()
+    ahead.close()
+    assert not tokens.is_loaded("cl100k_base")  # the worker loaded its encoding, this process did not
+    assert counts == {tokens.memo_key(t): tokens.count(t, "cl100k_base") for t in texts}
 
 
 def test_no_counting_ahead_for_small_inputs_pipes_or_formats_that_cannot_tell(tmp_path, session, monkeypatch):
@@ -229,3 +240,43 @@ def children(pid: int) -> list[int]:
             if fields[0] != "Z" and int(fields[2]) == pid:
                 found.append(int(entry))
     return found
+
+
+@pytest.fixture(scope="module")
+def long_compacted(tmp_path_factory):
+    """A real-shaped session long enough that ``--jobs 2`` reads its older lines in two
+    processes (``options.APART_BYTES``), compacted every 1.6 MB as Claude Code compacts."""
+    path = tmp_path_factory.mktemp("compacted") / "session.jsonl"
+    generate(path, "claude-code", options.APART_BYTES / (1 << 20) + 2, shape="real")
+    return path
+
+
+def test_a_long_compacted_session_measured_with_jobs_gives_the_report_of_one_job(long_compacted, tmp_path):
+    """``--jobs 2`` on a long compacted session: the lines before its last compaction are read
+    in two processes and its end counted in a third, which loads the encoding. The report is
+    that of one job, from standard input and from FILE; and the line memo the split run leaves
+    measures the grown file as a cold run of it does."""
+    reports = []
+    for jobs in ("1", "2"):
+        out, err = measure_jobs(long_compacted, jobs).communicate(timeout=300)
+        assert err == b"", err.decode()
+        reports.append(json.loads(out))
+    assert reports[0] == reports[1]
+    assert len(reports[0]["compactions"]) > 5  # (what is split is the older segments)
+    grown = tmp_path / "grown.jsonl"
+    grown.write_bytes(long_compacted.read_bytes())
+
+    def measure(jobs: str, cache: str) -> dict:
+        env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / cache)}
+        done = subprocess.run([*lookout_exe(), "measure", "--json", "--no-discover", "--now", "2026-01-01T00:00:00Z",
+                               "--jobs", jobs, str(grown)], capture_output=True, env=env, timeout=300, check=False)
+        assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+        return json.loads(done.stdout)
+
+    assert measure("2", "warm") == reports[0] | {"source": str(grown)}
+    last = orjson.loads(grown.read_bytes().splitlines()[-1])
+    prompt = {**last, "type": "user", "uuid": "00000000-0000-4000-8000-00000000abcd", "parentUuid": last["uuid"],
+              "message": {"role": "user", "content": "one more prompt after the split run"}}
+    prompt.pop("requestId", None)
+    grown.write_bytes(grown.read_bytes() + orjson.dumps(prompt) + b"\n")
+    assert measure("1", "warm") == measure("1", "cold")

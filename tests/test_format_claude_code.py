@@ -12,6 +12,7 @@ import os
 import subprocess
 import uuid
 
+import orjson
 import pytest
 from claude_code_helpers import (
     DATA,
@@ -932,6 +933,117 @@ def test_uuids_put_away_are_found_by_their_text_and_no_other(others):
     ids.put_away()
     assert not ids.recent and [ids.get(text) for text in texts] == list(range(len(texts)))
     assert ids.get(canonical[5].upper()) == -1 and ids.get(str(uuid.UUID(int=5))) == -1
+
+
+def _what_it_read(settling, uuids: list[str]) -> tuple:
+    """What a reader of the lines before the last compaction (``Settling``) kept of them, its
+    uuids by what they are found at (kept in a dict or in chunks, as it went)."""
+    figures = settling.figures
+    compactions = {pos: (c.before, c.after, c.timestamp, c.trigger) for pos, c in settling.compactions.items()}
+    return (list(settling.parents), bytes(settling.flags), settling.stamps, list(figures.lines),
+            list(figures.numbers), figures.keys, figures.models, figures.stamps, settling.logical, compactions,
+            settling.broken, figures.broken, sorted(settling.missing), sorted(settling.missing_logical),
+            [settling.by_uuid.get(u) for u in uuids])
+
+
+_SPLIT_SESSIONS = {
+    **{name: (DATA / name).read_bytes() for name in ALL_FILES},
+    "two older segments": b"".join(_OLDER + _LAST),
+    "a uuid written twice": b"".join(_OLDER[:9] + [
+        _line("u2", "a1", "user", "second, again", ts=_t(18)),
+        _line("a2x", "u2", "assistant", "two, again", "m7", ts=_t(16))] + _OLDER[9:] + _LAST),
+    "a line before the last compaction is the newest leaf": b"".join(_OLDER[:3] + [
+        _line("late", "dead", "user", "late", ts=_t(59))] + _OLDER[3:] + _LAST),
+    "the last compaction's logical parent is missing": b"".join(
+        _OLDER + [_boundary("b2", "nowhere", _t(20))] + _LAST[1:]),
+    "a child before its parent, a line its own parent": b"".join(_OLDER[:4] + [
+        _line("early", "later", "user", "early", ts=_t(30)), _line("later", "u1", "user", "later", ts=_t(31)),
+        _line("self", "self", "user", "itself", ts=_t(32))] + _OLDER[4:] + _LAST),
+}
+
+
+@pytest.mark.parametrize("window", [None, 2], ids=["uuids in a dict", "uuids put away"])
+@pytest.mark.parametrize("name", list(_SPLIT_SESSIONS))
+def test_lines_read_by_two_readers_joined_are_what_one_reader_keeps_of_them(monkeypatch, name, window):
+    """``measure --jobs 2`` reads a long session's lines before its last compaction in two
+    processes, each into a reader of its own, and joins them (``Settling.join``): at every
+    line it could be split at, the two joined keep what one reader of every line keeps (the
+    parents found across the split, the walks up the chain that crossed it, the newest leaf,
+    the figures, the compactions and their logical parents, each uuid's line)."""
+    from lookout_cli.formats import claude_settled
+
+    if window is not None:
+        monkeypatch.setattr(claude_settled._Uuids, "WINDOW", window)
+    values = []
+    for raw in _SPLIT_SESSIONS[name].splitlines():
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = None
+        values.append(value if type(value) is dict else None)
+    uuids = sorted({v["uuid"] for v in values if v is not None and isinstance(v.get("uuid"), str)})
+
+    def read(lines) -> claude_settled.Settling:
+        settling = claude_settled.Settling()
+        for value in lines:
+            settling.add(value)
+        return settling
+
+    whole = _what_it_read(read(values), uuids)
+    assert any(parent >= 0 for parent in whole[0])  # (lines that name others)
+    for cut in range(1, len(values)):
+        first = read(values[:cut])
+        first.join(read(values[cut:]))
+        assert _what_it_read(first, uuids) == whole, cut
+
+
+def _long_session(odd_at: int | None = None) -> tuple[bytes, list[bytes]]:
+    """A session of 120 exchanges, two compactions, then a short last segment (and, at line
+    ``odd_at``, a line that is no JSON)."""
+    lines = [_line("u0", None, "user", "first", ts=_t(0))]
+    for n in range(1, 120):
+        lines += [_line(f"a{n}", json.loads(lines[-1])["uuid"], "assistant", f"answer {n}", f"m{n}", ts=_t(n)),
+                  _line(f"u{n}", f"a{n}", "user", f"prompt {n}", ts=_t(n))]
+    lines[150:150] = [_boundary("b1", "u70", _t(200)), _line("s1", "b1", "user", "summary", ts=_t(201),
+                                                            isCompactSummary=True)]
+    lines[151] = lines[151].replace(b'"parentUuid": "a75"', b'"parentUuid": "s1"')
+    lines += [_boundary("b2", "u119", _t(300)), _line("s2", "b2", "user", "summary two", ts=_t(301),
+                                                        isCompactSummary=True),
+              _line("a999", "s2", "assistant", "last", "m999", ts=_t(302))]
+    if odd_at is not None:
+        lines.insert(odd_at, b"{not json\n")
+    return b"".join(line if line.startswith(b"{not") else _own_figures((n, line)) for n, line in enumerate(lines)), lines
+
+
+@pytest.mark.parametrize("odd_at", [None, 30, 200], ids=["every line an object", "a line no JSON in the first half",
+                                                          "a line no JSON in the second half"])
+def test_with_jobs_the_lines_before_the_last_compaction_are_read_in_two_processes(tmp_path, monkeypatch, odd_at):
+    """A load with ``jobs`` > 1 reads the second half of the lines before the last compaction
+    in a forked process (``Run._settle``) and joins what it kept: the view is the one every
+    line gives, each line is where it was, and the lines that are no JSON are warned about and
+    kept as before. The child gives up at such a line (this process reads its half then)."""
+    from lookout_cli import options
+    from lookout_cli.core import forked
+    from lookout_cli.options import Run
+
+    data, lines = _long_session(odd_at)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    serial = Run("measure", file=str(path), isolated=True, quiet=True)
+    expected = serial.load()
+    monkeypatch.setattr(options, "APART_BYTES", 0)
+    taken = []
+    result = forked.Forked.result
+    monkeypatch.setattr(forked.Forked, "result", lambda self: taken.append(result(self)) or taken[-1])
+    run = Run("measure", file=str(path), isolated=True, quiet=True)
+    lean = run.load(jobs=2)
+    assert len(taken) == 1 and (taken[0] is not None) is (odd_at != 200)
+    assert run._bad_lines == serial._bad_lines == (odd_at is not None)
+    chain = _same_view_as_every_line(lean, data.replace(b"{not json\n", b"\n"))
+    assert chain.settled is not None and chain.settled.at == lines.index(_boundary("b2", "u119", _t(300)))
+    assert [r.lineno for r in lean.lines] == [r.lineno for r in expected.lines] == list(range(1, len(lines) + 1))
+    assert sorted(r.lineno for r in lean.lines.made()) == sorted(r.lineno for r in expected.lines.made())
+    assert [r.raw for r in lean.records] == data.splitlines(keepends=True)
 
 
 def test_a_long_file_read_whole_makes_no_record_for_a_line_before_its_last_compaction(tmp_path):

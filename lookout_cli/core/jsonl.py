@@ -496,6 +496,36 @@ def read_line_blocks(handle: IO[bytes], index: LineIndex, end: int,
     handle.seek(starts[-1])
 
 
+def next_line_start(fd: int, at: int, end: int) -> int | None:
+    """Where the first line starting at or after offset ``at`` of the file open as ``fd``
+    starts, if before ``end``."""
+    while at < end:
+        data = os.pread(fd, min(1 << 16, end - at), at)
+        if not data:
+            return None
+        cut = data.find(b"\n")
+        if cut >= 0:
+            return at + cut + 1 if at + cut + 1 < end else None
+        at += len(data)
+    return None
+
+
+class PositionalReader:
+    """The file open as ``fd`` read at an offset of its own (``os.pread``), for
+    ``read_line_blocks`` in a forked process: the file's own offset is shared with the parent."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.at = fd, 0
+
+    def seek(self, at: int) -> None:
+        self.at = at
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self.fd, size, self.at)
+        self.at += len(data)
+        return data
+
+
 def read_records(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  lineno: int = 0, chunk: int = 1 << 20) -> Iterator[Record]:
     """Yield records from a binary stream, never holding more than one bounded line (and a

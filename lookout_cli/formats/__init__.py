@@ -234,9 +234,11 @@ class Adapter:
     def settling(self) -> Any:
         """For a load of a whole file, a reader of the lines before the one it is shown from
         that keeps what they give the view instead of a node a line: its ``add(value)`` takes
-        each line in order (its parsed value, None when not a JSON object), and
+        each line in order (its parsed value, None when not a JSON object),
         ``settled(records)``, once they are read, gives the value the view takes (as
-        ``Transcript.settled``) or None. None: every line keeps its node."""
+        ``Transcript.settled``) or None, and ``join(later)`` takes in a new reader of its type
+        that read the lines after these (in another process: ``measure --jobs``). None: every
+        line keeps its node."""
         return None
 
     def counted_texts(self, obj: Any) -> Iterable[str]:

@@ -97,6 +97,10 @@ class Settling:
         self.logical: dict[int, int] = {}  # each main compaction's logical parent's position, -1: none
         self.compactions: dict[int, Compaction] = {}
         self.broken = False  # a line this does not follow (a preserved segment): the chain reads every line
+        # the lines naming a parent (a compaction: a logical parent) not among the lines read:
+        # (position, uuid, whether a conversation line), for ``join``
+        self.missing: list[tuple[int, str, bool]] = []
+        self.missing_logical: list[tuple[int, str]] = []
 
     def add(self, obj: dict | None) -> None:
         """The next line's parsed value (None when it is not a JSON object)."""
@@ -118,6 +122,8 @@ class Settling:
             above = recent.get(parent, -1)
             if above < 0:  # an older line, or none
                 above = by_uuid.older(parent)
+                if above < 0:
+                    self.missing.append((pos, parent, kind in CONVERSATION_TYPES))
         parents.append(above)
         side = obj.get("isSidechain") is True
         flag = _SIDE if side else 0
@@ -152,7 +158,42 @@ class Settling:
             self.broken = True
         logical = obj.get("logicalParentUuid")
         self.logical[pos] = self.by_uuid.get(logical) if type(logical) is str else -1
+        if self.logical[pos] < 0 and type(logical) is str:
+            self.missing_logical.append((pos, logical))
         self.compactions[pos] = compaction_of(None, obj)
+
+    def join(self, later: Settling) -> None:
+        """Take in ``later``, the lines after the ones read here read into a reader of their
+        own (in another process: ``Run._settle``), as if ``add`` had read them here: what they
+        gave shifted past these lines, the parents they named among these lines found, and
+        the walks up the chain that stopped at such a line gone on into these."""
+        shift, by_uuid, flags, parents, stamps = len(self.flags), self.by_uuid, self.flags, self.parents, self.stamps
+        found = []
+        for pos, parent, talk in later.missing:
+            above = by_uuid.get(parent)
+            if above >= 0:
+                found.append((pos + shift, above, talk))
+            else:
+                self.missing.append((pos + shift, parent, talk))
+        self.logical.update((pos + shift, above + shift if above >= 0 else -1) for pos, above in later.logical.items())
+        for pos, logical in later.missing_logical:
+            self.logical[pos + shift] = above = by_uuid.get(logical)
+            if above < 0:
+                self.missing_logical.append((pos + shift, logical))
+        parents.extend(array.array("q", [above + shift if above >= 0 else -1 for above in later.parents]))
+        flags += later.flags
+        for pos, above, talk in found:
+            parents[pos] = above
+            if talk or flags[pos] & _ABOVE:  # a walk from it, or through it, stopped at it
+                while above >= 0 and not flags[above] & _ABOVE:
+                    flags[above] |= _ABOVE
+                    stamps.pop(above, None)
+                    above = parents[above]
+        stamps.update((pos + shift, stamp) for pos, stamp in later.stamps.items())
+        self.compactions.update((pos + shift, compaction) for pos, compaction in later.compactions.items())
+        self.broken = self.broken or later.broken
+        self.figures.join(later.figures, shift)
+        by_uuid.join(later.by_uuid, shift)
 
     def settled(self, records: Sequence[Record]) -> Settled | None:
         """What the lines read give the view, the next record being the compaction they end
@@ -225,6 +266,15 @@ class _Figures:
         self.models.append(figures[6])
         self.stamps.append(figures[7])
 
+    def join(self, later: _Figures, shift: int) -> None:
+        """Take in the figures of the lines after these (``Settling.join``)."""
+        self.lines.extend(array.array("q", [pos + shift for pos in later.lines]))
+        self.numbers.extend(later.numbers)
+        self.keys += later.keys
+        self.models += later.models
+        self.stamps += later.stamps
+        self.broken = self.broken or later.broken
+
     def count(self, segment: array.array, counted: list[int], keys: list) -> None:
         """Count the responses along ``segment`` (positions that rise, as a chain's do) as
         ``claude_items.Responses`` counts a segment's, by column: a response split over lines
@@ -296,6 +346,16 @@ class _Uuids:
                     return positions[n]
                 n += 1
         return -1
+
+    def join(self, later: _Uuids, shift: int) -> None:
+        """Take in the uuids of the lines after these (``Settling.join``), the newer."""
+        if self.recent:
+            self.put_away()
+        self.chunks += [(highs, lows, array.array("q", [pos + shift for pos in positions]))
+                        for highs, lows, positions in later.chunks]
+        self.recent = {uuid: pos + shift for uuid, pos in later.recent.items()}
+        self.others.update((key, pos + shift) for key, pos in later.others.items())
+        self.searched += later.searched
 
     def put_away(self) -> None:
         """Move the dict's uuids to a chunk (the others, not canonical uuids, to ``others``)."""

@@ -27,8 +27,9 @@ from typing import Any
 
 import orjson
 
+from lookout_cli.core import forked
 from lookout_cli.tokens import cache as token_cache
-from lookout_cli.tokens.tokenizer import memo_key
+from lookout_cli.tokens.tokenizer import exact_length, memo_key
 
 MIN_BYTES = 16 << 20  # smaller inputs: the workers are forked at the view's first batch as before
 SHARE = 4  # the last 1/SHARE of the file is counted ahead
@@ -93,14 +94,17 @@ def start(file: str | None, format_name: str | None, encoding: str, jobs: int, c
 
 
 class Ahead:
-    """Counts of the input's last quarter, being made by ``workers``: the counter adopts the
-    workers and learns the counts before the view's batches reach the lines they come from."""
+    """Counts of the input's last quarter, being made by ``workers`` (or, of a compacted
+    session's short end, by one forked process: no workers): the counter adopts the workers
+    and learns the counts before the view's batches reach the lines they come from."""
 
-    def __init__(self, workers: token_cache.Workers, pending, start: int, cached: bool) -> None:
+    def __init__(self, workers: token_cache.Workers | None, pending, start: int, cached: bool,
+                 encoding: str) -> None:
         self.workers = workers
-        self.pending = pending
+        self.pending = pending  # (``ready()`` and ``get()``: a pool's result, or ``forked.Forked``)
         self.start = start  # the offset from which lines were counted ahead
         self.cached = cached  # keyed for the block cache (else by memo key)
+        self.encoding = encoding
 
     @classmethod
     def begin(cls, fd: int, format_name: str | None, encoding: str, jobs: int,
@@ -133,16 +137,21 @@ class Ahead:
         except OSError:
             shown = 0
         start = max(info.st_size - (info.st_size - first) // SHARE, shown)
-        if info.st_size - start < MIN_BYTES // SHARE:
-            return None
         _ADAPTER = adapter
+        if info.st_size - start < MIN_BYTES // SHARE:
+            # a small end after a long read: one process loads the encoding and counts it while
+            # this one reads the lines before it (and loads no encoding of its own)
+            if not forked.available():
+                return None
+            span = (fd, start, info.st_size, encoding if cached else None)
+            return cls(None, forked.Forked(_count_apart, span, encoding), start, cached, encoding)
         workers = token_cache.Workers(encoding, jobs)
         if not workers.start():
             return None
         step = -(-(info.st_size - start) // (2 * jobs))  # two spans a worker
         spans = [(fd, lo, min(lo + step, info.st_size), encoding if cached else None)
                  for lo in range(start, info.st_size, step)]
-        return cls(workers, workers.pool.map_async(count_span, spans, chunksize=1), start, cached)
+        return cls(workers, workers.pool.map_async(count_span, spans, chunksize=1), start, cached, encoding)
 
     def due(self, records: Iterable[Any]) -> bool:
         """Whether the counts are in, or a batch holds a line from where they were counted."""
@@ -163,4 +172,14 @@ class Ahead:
 
     def close(self) -> None:
         """Stop the workers (what they count ahead is not needed)."""
-        self.workers.close(kill=True)
+        if self.workers is not None:
+            self.workers.close(kill=True)
+        else:
+            self.pending.cancel()
+
+
+def _count_apart(span: tuple[int, int, int, str | None], encoding: str) -> list[list[tuple[object, int]]]:
+    """In the forked process of ``Ahead.begin``: ``count_span`` of the span, its encoding
+    loaded here (as the pool's result: a list of parts)."""
+    token_cache._LENGTH = exact_length(encoding)
+    return [count_span(span)]

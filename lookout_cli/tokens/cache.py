@@ -265,13 +265,15 @@ class CachedCounter:
         return wait
 
     def adopt(self, ahead) -> bool:
-        """Count later in the workers of ``ahead`` (count_ahead.Ahead, started before this
-        counter was made) if none run yet and theirs are this counter's counts: the same
-        encoding, keyed as this counter keys them (``learn``)."""
-        if self._workers is not None or ahead.workers.encoding != self.encoding \
-                or ahead.cached != (self.cache is not None):
+        """Take the counts of ``ahead`` (count_ahead.Ahead, started before this counter was
+        made) when they are this counter's: the same encoding, keyed as this counter keys them
+        (``learn``); and count later in its workers, if it has some and none run here yet."""
+        if ahead.encoding != self.encoding or ahead.cached != (self.cache is not None):
             return False
-        self._workers = ahead.workers
+        if ahead.workers is not None:
+            if self._workers is not None:
+                return False
+            self._workers = ahead.workers
         return True
 
     def learn(self, counts: dict) -> None:
@@ -347,6 +349,8 @@ class Workers:
     def submit(self, texts: list[str]) -> Callable[[], list[int]]:
         """Start counting ``texts``; call what it returns for the counts. The first batch worth
         a fork starts the processes; until then (and where there is no fork) this process counts."""
+        if not texts:  # (all known: no encoding loaded for none)
+            return list
         total = sum(len(t) for t in texts)
         if self.pool is None and not (total >= MIN_PARALLEL_CHARS and len(texts) >= 2 and self.start()):
             from lookout_cli.tokens.tokenizer import exact_length
