@@ -24,26 +24,26 @@ replaces is rejected with a one-line reason, and the transcript stays as it was.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import random
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from lookout_cli.compaction import note as summary_note
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import masked, quoted
 from lookout_cli.formats.view import Item
+
+if TYPE_CHECKING:  # pragma: no cover
+    import urllib.request
 
 DEFAULT_TIMEOUT = 300.0  # seconds for the whole call, retries included
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
@@ -410,6 +410,10 @@ class Http(Model):
 
     def post(self, url: str, body: dict, headers: dict[str, str], deadline: float | None = None) -> dict:
         """The answer's JSON object, by ``deadline`` (the whole summary's; else this call's)."""
+        import http.client  # (the HTTP stack: only for the summarizers that call an endpoint)
+        import urllib.error
+        import urllib.request
+
         deadline = time.monotonic() + self.timeout if deadline is None else deadline
         late = f"the {self.provider} endpoint {url} took longer than {self.timeout:g} s"
         data = json.dumps(body).encode()
@@ -461,6 +465,11 @@ def _call(req: urllib.request.Request, deadline: float) -> tuple[int, str | None
     """The status, ``Retry-After`` and body of the answer to ``req``, read by ``deadline``: a
     watchdog shuts the connection at the deadline, as a socket timeout alone restarts with every
     byte a slow server sends."""
+    import http.client
+    import socket
+    import urllib.error
+    import urllib.request
+
     sockets: list[socket.socket] = []  # urllib lets go of the connection's once the headers are in
 
     class Watched:
@@ -522,6 +531,8 @@ def _read_capped(response, deadline: float) -> bytes:
     if time.monotonic() >= deadline:
         raise _Late
     if declared and declared.isdigit() and size < int(declared):  # http.client lets a short body pass
+        import http.client
+
         raise http.client.IncompleteRead(b"", int(declared) - size)
     return b"".join(chunks)
 

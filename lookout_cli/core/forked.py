@@ -7,8 +7,6 @@ the work itself: nothing here is the only way to a result."""
 from __future__ import annotations
 
 import os
-import pickle
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +15,9 @@ class Forked:
     """``function(*args)``, run in a child forked now; ``result()`` waits for what it returned."""
 
     def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        import pickle  # (here, not on every command's path: a prompt's measure never forks)
+        import signal
+
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: its value (None when it failed) down the pipe, then out
@@ -49,6 +50,8 @@ class Forked:
 
     def result(self) -> Any:
         """What the function returned; None when it failed (or returned None)."""
+        import pickle
+
         try:
             with open(self.pipe, "rb") as pipe:
                 data = pipe.read()
@@ -59,6 +62,8 @@ class Forked:
 
     def cancel(self) -> None:
         """Stop the child (the parent failed or was interrupted): no result is read."""
+        import signal
+
         if self.pipe < 0:
             return
         try:
