@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from lookout_cli.core.errors import LookoutError, quoted
 from lookout_cli.core.paths import config_dir
@@ -32,6 +31,10 @@ from lookout_cli.settings import (
     variable_spellings,
     yes_no,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 PROJECT_FILE = ".lookout.toml"
 

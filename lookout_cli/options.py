@@ -11,7 +11,6 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -42,7 +41,10 @@ from lookout_cli.core.term import Reporter
 from lookout_cli.formats import ADAPTERS, SNIFF_RECORDS, Adapter, Transcript, detect, load_adapter
 from lookout_cli.meter.replay import CLOSED_STDOUT
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import IO, Any
+
     from lookout_cli.core.saved import SavedStore
     from lookout_cli.formats.early import EarlyItems
     from lookout_cli.meter.line_memo import LineMemo

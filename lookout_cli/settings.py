@@ -12,10 +12,13 @@ commands read the values as they always did.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from lookout_cli.core.errors import quoted
 from lookout_cli.core.units import parse_percent, parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 YES = ("1", "true", "yes", "on")
 NO = ("0", "false", "no", "off")

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import reprlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class _Factory:

@@ -23,9 +23,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, NamedTuple
 
 from lookout_cli.core import lock
+from lookout_cli.core.dataclass import dataclass
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 MARSHAL_TAG = "py" + "".join(map(str, sys.version_info[:2]))  # in a kept file's name: marshal's format may change
 _pending: dict[str, None] = {}  # files written but not yet fsynced, in order
@@ -265,7 +269,8 @@ def raw_values(payload: memoryview) -> Iterator[memoryview]:
         at += 8 + size
 
 
-class Sections(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Sections:
     """An appendable sealed file as read (``sealed_sections``): the payload of each whole
     section, oldest first; where the last of them ends; the file's size and identity then."""
 

@@ -19,11 +19,14 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Any
 
 import orjson
 
 from lookout_cli.core.errors import LookoutError, PipeClosed
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 DEFAULT_MAX_RECORD_BYTES = 256 * 1024 * 1024
 COPY_BLOCK = 8 << 20  # lines left as they were, read back together up to this many bytes

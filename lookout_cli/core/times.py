@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def parse_time(value: Any) -> dt.datetime | None:

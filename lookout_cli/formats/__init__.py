@@ -14,12 +14,14 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import IO, TYPE_CHECKING, Any
 
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Lines, Record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover - imported by the adapters, which build views
+    from typing import IO, Any
+
     from lookout_cli.formats.view import Item, View
 
 # name -> module inside lookout_cli.formats; imported only when needed

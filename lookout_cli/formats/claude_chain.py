@@ -45,12 +45,15 @@ import itertools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import field
-from typing import Any
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats import CALL_BLOCKS, interned, type_of
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 CONVERSATION_TYPES = frozenset({"user", "assistant", "attachment", "system"})
 # a line a compaction left where it moved a kept line from (``claude_code``): no ``type``, so

@@ -37,7 +37,6 @@ import copy
 import datetime as _dt
 import uuid as _uuid
 from collections.abc import Iterator
-from typing import Any
 
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, loads_exact
@@ -69,6 +68,10 @@ from lookout_cli.formats.claude_items import (
 )
 from lookout_cli.formats.claude_settled import Settling, settled, settled_from, settled_plain
 from lookout_cli.formats.view import IMAGE, SETUP, THINKING, TOOL_CALL, TOOL_RESULT, Item, View
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 SUMMARY_PREFIX = (
     "This session is being continued from a previous conversation that ran out of context. "

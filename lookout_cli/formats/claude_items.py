@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import orjson
 
@@ -62,6 +61,10 @@ from lookout_cli.formats.view import (
     has_prompt,
     unpack,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 SETUP_FIELD = "lookoutSetup"  # marks the isMeta lines that set_setup writes
 TRUNCATED_FIELD = "lookoutTruncated"  # marks a compaction that dropped turns without a summary

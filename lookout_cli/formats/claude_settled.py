@@ -24,7 +24,6 @@ import bisect
 import itertools
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.times import parse_time
@@ -42,6 +41,10 @@ from lookout_cli.formats.claude_chain import (
 from lookout_cli.formats.claude_items import compaction_of, response_figures
 from lookout_cli.formats.usages import Usages
 from lookout_cli.formats.view import Compaction, View
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def settled(chain: Chain, view: View) -> Settled | None:

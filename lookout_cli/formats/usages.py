@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import array
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from lookout_cli.core.jsonl import Line
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover
     from lookout_cli.formats.view import Usage
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import field
 from types import MappingProxyType
-from typing import Any
 
 import orjson
 
@@ -29,6 +28,10 @@ from lookout_cli.formats.kinds import (  # the view's words, here with its class
     TOOL_CALL,
     TOOL_RESULT,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "ASSISTANT_ROLES", "IMAGE", "KINDS", "NOTE_TITLE", "NOTICE", "SETUP", "SETUP_PARTS", "SUMMARY", "TEXT",

@@ -5,11 +5,11 @@ transcript, and the hard per-image and per-request limits."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover - the meter prices items without importing the view to run
     from lookout_cli.formats.view import Item
 

@@ -20,7 +20,6 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from lookout_cli.core import progress
 from lookout_cli.core.dataclass import dataclass
@@ -30,7 +29,10 @@ from lookout_cli.images.costs import image_item_tokens, image_provider
 from lookout_cli.meter.cost import CacheTotals, Cost, WarmCache, cache_totals, total_cost, warm_cache
 from lookout_cli.meter.reclaim import DuplicateRead, Reclaimable, call_target, duplicate_reads, reclaimable, tool_name
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover - the meter reads views but builds none: not imported to run
+    from typing import Any
+
     from lookout_cli.formats.view import Item, Usage, View
 
 EXACT = "exact"

@@ -9,13 +9,15 @@ import itertools
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING, Any
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.times import iso, parse_time
 from lookout_cli.formats.usages import split_usages
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     from lookout_cli.formats.view import Usage
 
 CACHE_TIERS = {"5m": 300, "1h": 3600}

@@ -39,13 +39,13 @@ that does not, or that is torn or damaged. Only adapters that keep their items i
 from __future__ import annotations
 
 import array
+import dataclasses
 import hashlib
 import itertools
 import marshal
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
 
 from lookout_cli import __version__
 from lookout_cli.core.fsutil import (
@@ -58,6 +58,10 @@ from lookout_cli.core.jsonl import LeanRecord, LineIndex, Lines
 from lookout_cli.formats.view import pack
 from lookout_cli.meter import state as measure_state
 from lookout_cli.tokens import tokenizer
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 VERSION = 12  # the file's layout, what a kept node and a packed item look like (12: the older usages' figures in an array)
 DIGEST_BYTES = 16
@@ -161,7 +165,7 @@ class LineMemo:
         self._after: Sections | None = None
         if read is not None and self._parts and len(self._parts) == len(read.payloads) < MAX_SECTIONS \
                 and read.end == read.size and 2 * read.payloads[0].nbytes >= read.end:
-            self._after = read._replace(payloads=[])  # (the payloads are let go with the parts)
+            self._after = dataclasses.replace(read, payloads=[])  # (the payloads are let go with the parts)
 
     def _read_headers(self, payloads: list[memoryview]) -> None:
         """The sections that follow one another, up to the first that does not."""

@@ -10,13 +10,15 @@ import os
 import re
 import shlex
 from dataclasses import field
-from typing import TYPE_CHECKING, Any
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.jsonl import loads_to_read
 from lookout_cli.formats.kinds import IMAGE, TOOL_CALL, TOOL_RESULT
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover - the meter reads views but builds none
+    from typing import Any
+
     from lookout_cli.formats.view import Item, View
 
 TOP_RECLAIMABLE = 10

@@ -55,9 +55,11 @@ figure that cannot be known is ``null``. Each object with figures has a ``basis`
 
 from __future__ import annotations
 
-from typing import Any
-
 from lookout_cli.meter.analysis import Meter, Part
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "lookout.measure/1"
 # The schema block of this docstring, for the command's epilog (and so its man page).

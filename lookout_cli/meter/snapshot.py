@@ -21,7 +21,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from lookout_cli import __version__
 from lookout_cli.core.file_guard import digest, stamp
@@ -30,6 +29,10 @@ from lookout_cli.meter import replay
 from lookout_cli.meter import state as measure_state
 from lookout_cli.meter.analysis import RULES_FILES, Meter, Settings
 from lookout_cli.meter.cost import warm_from
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = 2  # 2: the series by column
 REUSED = "the file is unchanged since it was last measured: these figures are reused (--no-cache measures again)"

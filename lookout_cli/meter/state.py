@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -38,6 +37,10 @@ from lookout_cli.core import paths
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.file_guard import digest, guards
 from lookout_cli.core.fsutil import atomic_write
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 VERSION = 3  # 3: the totals on a line of their own (2: BLAKE2b guards and names; 1: sha256)
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.units import parse_percent, parse_size
 from lookout_cli.tokens.models import Model
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 INPUT_LIMIT_RESERVE = 20_000  # opencode's COMPACTION_BUFFER, Hull's rule for input-limit models
 OUTPUT_RESERVE_CAP = 32_000  # opencode's OUTPUT_TOKEN_MAX, Hull's cap for one-window models

@@ -32,10 +32,13 @@ import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from lookout_cli.core.file_guard import digest
 from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAGIC = b"LKBPE\x02" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are the machine's own
 HEAD = struct.Struct("<8sIII4x")  # magic, crc32 of what follows (zlib's: no OpenSSL to load), tokens, slots

@@ -15,11 +15,14 @@ import dataclasses
 import re
 from dataclasses import field
 from functools import lru_cache
-from typing import Any
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError, quoted
 from lookout_cli.core.units import parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Fields a models.toml entry or a config override may set, with their kinds.
 _INT_FIELDS = (
