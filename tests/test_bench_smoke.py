@@ -60,8 +60,8 @@ def test_the_default_shape_is_the_real_sessions_and_the_first_is_kept(tmp_path, 
     first = generate(tmp_path / "g.jsonl", "claude-code", 1, corpus=corpus)
     old = shape_of(tmp_path / "g.jsonl")
     # (a megabyte holds few of the first shape's long outputs: its mean moves by a third as
-    # the repository, its corpus, changes)
-    assert first["shape"] == "generated" and old["mean"] > 2 * real["mean"]
+    # the repository, its corpus, changes: 1.8 to 2.6 times the real shape's)
+    assert first["shape"] == "generated" and old["mean"] > 1.5 * real["mean"]
     assert not any("sidechain" in k for k in old["byte_shares"])
 
 

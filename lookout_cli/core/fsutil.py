@@ -21,6 +21,7 @@ import re
 import stat
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -198,15 +199,14 @@ def atomic_write(path: str | os.PathLike, data: bytes, durable: bool = True, cac
 
 @contextlib.contextmanager
 def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
-    """Write a cache file of ``marshal`` values headed by the sha256 of the rest (replaced
-    atomically, never synced): yields ``put``, which appends a value after its length; the hash
-    is written when the block ends. Read back with ``sealed_values``. A bytearray or memoryview
-    is written as the bytes ``marshal`` would make of it, without a copy (a table of megabytes)."""
-    import hashlib
-
-    digest = hashlib.sha256()
+    """Write a cache file of ``marshal`` values headed by the seal of the rest (``Seal``;
+    replaced atomically, never synced): yields ``put``, which appends a value after its length;
+    the seal is written when the block ends. Read back with ``sealed_values``. A bytearray or
+    memoryview is written as the bytes ``marshal`` would make of it, without a copy (a table of
+    megabytes)."""
+    digest = Seal()
     with atomic_writer(path, cache=True) as handle:
-        handle.write(bytes(32))
+        handle.write(bytes(Seal.SIZE))
 
         def put(value: Any) -> None:
             for part in _frames(value):
@@ -247,7 +247,7 @@ def kept_value(path: str | os.PathLike, build: Callable[[], Any], valid: Callabl
         if value is not None and valid(value):
             return value
     value = build()
-    with contextlib.suppress(OSError), sealed_writer(path) as put:  # a torn copy fails its hash next time
+    with contextlib.suppress(OSError), sealed_writer(path) as put:  # a torn copy fails its seal next time
         put(value)
     return value
 
@@ -261,7 +261,7 @@ def _values(payload: memoryview) -> Iterator[Any]:
 
 def raw_values(payload: memoryview) -> Iterator[memoryview]:
     """The ``marshal`` bytes of each value in ``payload`` (a section's, or what follows a sealed
-    file's hash), not loaded: a reader may pass over values it does not need."""
+    file's seal), not loaded: a reader may pass over values it does not need."""
     at = 0
     while at + 8 <= len(payload):
         size = int.from_bytes(payload[at:at + 8], "little")
@@ -280,15 +280,32 @@ class Sections:
     identity: tuple[int, int]
 
 
-_SECTION_HEAD = 40  # the payload's length (8 bytes) and its sha256
+class Seal:
+    """What tells a torn or damaged cache file (a run killed while writing, a bad disk): the
+    CRC-32 of what is written, fed as ``hashlib``'s objects are. The files are lookout's own,
+    in the user's cache folder: there is no adversary a cryptographic hash would stop, and
+    sha256 took OpenSSL's load and most of a megabyte's hashing from every prompt's measure."""
+
+    SIZE = 4
+    __slots__ = ("crc",)
+
+    def __init__(self, data: bytes | memoryview = b"") -> None:
+        self.crc = zlib.crc32(data)
+
+    def update(self, data: bytes | memoryview) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+
+    def digest(self) -> bytes:
+        return self.crc.to_bytes(self.SIZE, "little")
+
+
+_SECTION_HEAD = 8 + Seal.SIZE  # the payload's length and its seal
 
 
 def sealed_sections(path: str | os.PathLike) -> Sections | None:
     """The sections ``section_writer`` wrote to ``path``, up to the first one that is torn or
-    damaged (its hash does not match: a run killed while appending); None when the file is
+    damaged (its seal does not match: a run killed while appending); None when the file is
     missing. Each payload holds values ``raw_values`` reads."""
-    import hashlib
-
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
@@ -301,7 +318,7 @@ def sealed_sections(path: str | os.PathLike) -> Sections | None:
     while at + _SECTION_HEAD <= len(data):
         size = int.from_bytes(data[at:at + 8], "little")
         payload = data[at + _SECTION_HEAD:at + _SECTION_HEAD + size]
-        if len(payload) != size or hashlib.sha256(payload).digest() != data[at + 8:at + _SECTION_HEAD]:
+        if len(payload) != size or Seal(payload).digest() != data[at + 8:at + _SECTION_HEAD]:
             break
         payloads.append(payload)
         at += _SECTION_HEAD + size
@@ -349,14 +366,12 @@ def section_writer(path: str | os.PathLike, after: Sections | None = None) -> It
 
 class _Section:
     """One section written to ``handle`` from where it stands: a blank head, the values as
-    they are put, then (``close``) the head: the payload's length and sha256."""
+    they are put, then (``close``) the head: the payload's length and seal."""
 
     def __init__(self, handle: IO[bytes]) -> None:
-        import hashlib
-
         self.handle = handle
         self.start = handle.tell()
-        self.digest = hashlib.sha256()
+        self.digest = Seal()
         self.size = 0
         handle.write(bytes(_SECTION_HEAD))
 
@@ -373,16 +388,14 @@ class _Section:
 
 
 def _read_sealed(path: str | os.PathLike) -> memoryview | None:
-    """What follows the hash of a file ``sealed_writer`` wrote, or None when it is missing,
-    torn or damaged (its hash does not match): data that ``marshal`` may then read safely."""
-    import hashlib
-
+    """What follows the seal of a file ``sealed_writer`` wrote, or None when it is missing,
+    torn or damaged (its seal does not match): data that ``marshal`` may then read safely."""
     try:
         blob = Path(path).read_bytes()
     except OSError:
         return None
-    payload = memoryview(blob)[32:]  # not a copy
-    return payload if len(blob) >= 32 and hashlib.sha256(payload).digest() == blob[:32] else None
+    payload = memoryview(blob)[Seal.SIZE:]  # not a copy
+    return payload if len(blob) >= Seal.SIZE and Seal(payload).digest() == blob[:Seal.SIZE] else None
 
 
 def append_line(path: str | os.PathLike, line: bytes) -> None:

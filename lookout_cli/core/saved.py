@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from lookout_cli.core import hashing
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.fsutil import append_line, keep_new, new_temp_file, write_new
 from lookout_cli.core.jsonl import loads_exact
@@ -79,7 +80,7 @@ class SavedStore:
 
     def put(self, data: bytes, kind: str = "text", **meta) -> Saved:
         """Save ``data`` (kind: ``text``, ``record`` or an image media type) and return its name."""
-        sha = _sha256(data).hexdigest()
+        sha = hashing.sha256(data).hexdigest()
         ext = EXTENSIONS.get(kind, ".bin")
         if not self.dry_run:
             # durable before any transcript names it (fsutil syncs pending files first), in one
@@ -90,7 +91,7 @@ class SavedStore:
     def put_parts(self, parts: Iterable[bytes], kind: str = "text", **meta) -> Saved:
         """``put`` for data made a piece at a time (a whole conversation as text), never held
         whole: hashed as it is written to a temporary file, which then takes its name."""
-        digest, size = _sha256(), 0
+        digest, size = hashing.sha256(), 0
         tmp = None
         try:
             if not self.dry_run:
@@ -126,7 +127,7 @@ class SavedStore:
             return None
         for path in folder.glob(sha[2:] + "*"):
             data = path.read_bytes()
-            if _sha256(data).hexdigest() == sha:
+            if hashing.sha256(data).hexdigest() == sha:
                 return data
         return None
 
@@ -186,7 +187,7 @@ def original_tokens(text: str) -> int | None:
 
 def restore_marker(raw: bytes) -> str:
     """The marker naming a line that ``SavedStore.put`` saves as it is (under its sha256)."""
-    return MARKER + _sha256(raw).hexdigest()
+    return MARKER + hashing.sha256(raw).hexdigest()
 
 
 def _parse(raw: bytes):
@@ -256,11 +257,3 @@ class Restorer:
 def restore_lines(store: SavedStore, raw: bytes, depth: int = 16) -> list[bytes]:
     """The lines one line stood for before lookout changed it (``Restorer``)."""
     return Restorer(store, depth).lines(raw)
-
-
-def _sha256(data: bytes = b""):
-    """hashlib's sha256, imported when first used: hashlib loads OpenSSL (a few milliseconds
-    of every measure, which imports this module only to tell a cleared line)."""
-    import hashlib
-
-    return hashlib.sha256(data)

@@ -25,7 +25,7 @@ may have neither node nor digest in the memo (a cold load kept what it gives, no
 ``Adapter.settling``).
 
 One file per path in the state folder, made of sections (``fsutil.section_writer``: ``marshal``
-values headed by their sha256). A run that resumed the file appends a section with only what
+values headed by their length and seal). A run that resumed the file appends a section with only what
 it added: the new lines (where they start, their digests and nodes), the settled value when
 it moved to a later compaction (its parts one after the other, ended by None), and the items
 built anew, by line (a prompt's run writes kilobytes, not the whole memo again). Any other run, or one
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import hashlib
 import itertools
 import marshal
 import os
@@ -48,6 +47,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from lookout_cli import __version__
+from lookout_cli.core import hashing
 from lookout_cli.core.fsutil import (
     Sections,
     raw_values,
@@ -73,7 +73,7 @@ _NO_DIGEST = bytes(DIGEST_BYTES)
 
 
 def digest(raw: bytes) -> bytes:
-    return hashlib.sha256(raw).digest()[:DIGEST_BYTES]
+    return hashing.sha256(raw).digest()[:DIGEST_BYTES]
 
 
 def memo_path(path: str | os.PathLike, key: str) -> Path:

@@ -260,14 +260,13 @@ def _load_toml(text: str) -> _Catalog:
 def catalog() -> _Catalog:
     """The shipped models.toml, parsed once per process, and kept parsed in the cache folder
     under its sha256 (reading and checking the TOML took 10-15 ms of every command's run)."""
-    import hashlib
-
     from lookout_cli import data as shipped
+    from lookout_cli.core import hashing
     from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
     from lookout_cli.core.paths import cache_dir
 
     text = shipped.read_bytes("models.toml")
-    path = cache_dir() / f"models-{hashlib.sha256(text).hexdigest()[:16]}-{MARSHAL_TAG}.marshal"
+    path = cache_dir() / f"models-{hashing.sha256(text).hexdigest()[:16]}-{MARSHAL_TAG}.marshal"
     fields = kept_value(path, lambda: dataclasses.astuple(_load_toml(text.decode("utf-8"))),
                         lambda kept: type(kept) is tuple and len(kept) == len(dataclasses.fields(_Catalog)))
     return _Catalog(*fields)

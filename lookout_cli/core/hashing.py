@@ -1,0 +1,30 @@
+"""SHA-256 for lookout's keys, digests and sealed files: Python's own (``_sha256``) while a
+process has hashed under a megabyte, OpenSSL's (``hashlib``) from the call that passes it on.
+Both give the same digests; OpenSSL's uses the CPU's SHA instructions (four times as fast over
+a long session's lines) but loading it costs 13 M instructions, a thirtieth of a prompt's
+measure, which hashes a few lines and a small memo. A hash object made empty (to be fed as a
+file is written) is the one in use then: OpenSSL's once a run has hashed much."""
+
+from __future__ import annotations
+
+try:
+    from _sha256 import sha256 as _own
+except ImportError:  # pragma: no cover - a Python without it
+    from hashlib import sha256 as _own
+
+OWN_BYTES = 1 << 20  # hashed with Python's own before OpenSSL's is loaded
+_hashed = 0
+_openssl = None
+
+
+def sha256(data: bytes = b""):
+    """``hashlib.sha256(data)``."""
+    global _hashed, _openssl
+    if _openssl is None:
+        _hashed += len(data)
+        if _hashed <= OWN_BYTES:
+            return _own(data)
+        import hashlib
+
+        _openssl = hashlib.sha256
+    return _openssl(data)
