@@ -1046,6 +1046,32 @@ def test_with_jobs_the_lines_before_the_last_compaction_are_read_in_two_processe
     assert [r.raw for r in lean.records] == data.splitlines(keepends=True)
 
 
+def test_a_load_stopped_while_its_forked_reader_reads_stops_and_reaps_it(tmp_path, monkeypatch):
+    """Ctrl-C (or any failure) while this process reads its half: the forked reader of the
+    other half is stopped and reaped, not left running or a zombie, and the error goes on."""
+    from lookout_cli import options
+    from lookout_cli.core import forked
+    from lookout_cli.options import Run
+
+    data, _ = _long_session()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    monkeypatch.setattr(options, "APART_BYTES", 0)
+    children = []
+    start = forked.Forked.__init__
+    monkeypatch.setattr(forked.Forked, "__init__", lambda self, *a: start(self, *a) or children.append(self.pid))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Run, "_settle_blocks", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Run("measure", file=str(path), isolated=True, quiet=True).load(jobs=2)
+    assert len(children) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(children[0], os.WNOHANG)  # stopped and reaped: no longer a child of this process
+
+
 def test_a_long_file_read_whole_makes_no_record_for_a_line_before_its_last_compaction(tmp_path):
     """Past the lines the format is told from, a line before the last compaction is parsed into
     what it gives and left unmade (``Lines``): a record is made for it only when it is asked
