@@ -517,15 +517,15 @@ class Run:
         JSON, a null, what only the standard library reads) gets a record, read as any. With
         ``jobs`` > 1 and many lines, the second half is read at the same time by a forked
         process into a reader of its own, joined to this one's (``Settling.join``)."""
-        apart = None
+        apart, half = None, end
         begin = lines.spans.starts[-1]
         if jobs > 1 and end - begin >= APART_BYTES and forked.available():
-            half = next_line_start(handle.fileno(), (begin + end) // 2, end)
-            if half is not None:
+            half = next_line_start(handle.fileno(), (begin + end) // 2, end) or end
+            if half < end:
                 apart = forked.Forked(_settle_span, handle.fileno(), half, end, type(settling),
                                       self.max_record_bytes)
         try:
-            self._settle_blocks(handle, lines, settling, half if apart is not None else end, memo, adapter, early)
+            self._settle_blocks(handle, lines, settling, half, memo, adapter, early)
         except BaseException:
             if apart is not None:
                 apart.cancel()
@@ -533,7 +533,7 @@ class Run:
         if apart is None:
             return
         taken = apart.result()
-        if taken is None:  # the child failed (a line it does not read, one too long): read them here
+        if not taken or not taken[1]:  # the child failed (a line it does not read, one too long): read them here
             self._settle_blocks(handle, lines, settling, end, memo, adapter, early)
             return
         later, starts = taken

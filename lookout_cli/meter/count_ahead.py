@@ -11,8 +11,9 @@ back the counts under the keys the counter keeps counts by (the block cache's, e
 those texts out. The end of the file, not its start: the lines the chain
 shows are the last ones (after the last compaction), and the view reaches them last, when
 their counts are in. A compacted session's lines before its last boundary are not counted
-ahead (``Adapter.shown_from``), nor is a shown part under a quarter of MIN_BYTES (the
-view counts it sooner than workers start). A text counted ahead that the view does not show
+ahead (``Adapter.shown_from``); a shown part under a quarter of MIN_BYTES is counted by one
+forked process that loads the encoding itself (``core.forked``), so that this one, busy
+reading the lines before it, loads none. A text counted ahead that the view does not show
 costs only its time; the counts are keyed by content, so a file that changes meanwhile gives
 no wrong count.
 """
