@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -280,3 +281,30 @@ def test_a_long_compacted_session_measured_with_jobs_gives_the_report_of_one_job
     prompt.pop("requestId", None)
     grown.write_bytes(grown.read_bytes() + orjson.dumps(prompt) + b"\n")
     assert measure("1", "warm") == measure("1", "cold")
+
+
+def test_a_long_compacted_session_compacted_with_jobs_is_the_transcript_of_one_job(long_compacted, tmp_path):
+    """``compact --jobs 2`` reads the lines before the last compaction in two processes as
+    ``measure`` does: the transcript it writes and its report are those of one job (the uuids
+    and times of the lines it adds are new in every run: named by their order)."""
+    fresh = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
+                       rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+    known = set(fresh.findall(long_compacted.read_bytes()))
+
+    def named(out: bytes) -> bytes:
+        new: dict[bytes, bytes] = {}
+        return fresh.sub(lambda m: m[0] if m[0] in known else new.setdefault(m[0], b"new-%d" % len(new)), out)
+
+    written = []
+    for jobs in ("1", "2"):
+        report = tmp_path / f"report-{jobs}.json"
+        env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / f"cache-{jobs}"),
+               "XDG_DATA_HOME": str(tmp_path / f"data-{jobs}")}
+        done = subprocess.run([*lookout_exe(), "compact", "--force", "-q", "--now", "2026-01-01T00:00:00Z",
+                               "--jobs", jobs, "--report", str(report), str(long_compacted)],
+                              capture_output=True, env=env, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr.decode()
+        figures = json.loads(report.read_text())
+        written.append((named(done.stdout), {k: figures[k] for k in ("before", "after", "stages") if k in figures}))
+    assert written[0] == written[1]
+    assert len(written[0][0]) > len(long_compacted.read_bytes())  # (a boundary and a summary added)
