@@ -54,13 +54,13 @@ SNIFF_BYTES = 8 << 20  # a usage-only load tells the format from the lines in th
 APART_BYTES = 16 << 20  # with --jobs, the lines before the one shown are read in two processes from this much
 
 
-def _settle_span(fd: int, begin: int, end: int, make: Callable[[], Any], max_record_bytes: int) -> tuple | None:
+def _settle_span(fd: int, begin: int, end: int, make: Callable[..., Any], max_record_bytes: int) -> tuple | None:
     """In a forked process (``Run._settle``): the lines of the file open as ``fd`` from offset
-    ``begin`` to ``end`` (where lines start) read into a new reader ``make()``; (the reader,
-    where each line ends). None at a line that is no JSON value, which the parent reads with
-    a record as its own lines (and an error, such as a line too long, fails it too)."""
+    ``begin`` to ``end`` (where lines start) read into a new reader ``make(follows=True)``;
+    (the reader, where each line ends). None at a line that is no JSON value, which the parent
+    reads with a record as its own lines (and an error, such as a line too long, fails it too)."""
     index = LineIndex(fd, begin)
-    settling = make()
+    settling = make(follows=True)
     loads, add = orjson.loads, settling.add
     for _, block in read_line_blocks(PositionalReader(fd), index, end, max_record_bytes):
         for raw in block:

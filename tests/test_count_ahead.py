@@ -203,13 +203,19 @@ def measure_jobs(path, jobs: str, **kw) -> subprocess.Popen:
     return proc
 
 
-def test_standard_input_from_a_large_file_counts_ahead_to_the_same_report(large):
+def reports_by_jobs(path) -> list[dict]:
+    """The JSON reports of ``measure --jobs 1`` and ``--jobs 2`` of ``path`` on standard input."""
     reports = []
     for jobs in ("1", "2"):
-        out, err = measure_jobs(large, jobs).communicate(timeout=300)
+        out, err = measure_jobs(path, jobs).communicate(timeout=300)
         assert err == b"", err.decode()
         reports.append(json.loads(out))
-    assert reports[0] == reports[1]
+    return reports
+
+
+def test_standard_input_from_a_large_file_counts_ahead_to_the_same_report(large):
+    one, two = reports_by_jobs(large)
+    assert one == two
 
 
 def test_ctrl_c_while_the_workers_count_stops_at_once_with_130(large):
@@ -257,13 +263,9 @@ def test_a_long_compacted_session_measured_with_jobs_gives_the_report_of_one_job
     in two processes and its end counted in a third, which loads the encoding. The report is
     that of one job, from standard input and from FILE; and the line memo the split run leaves
     measures the grown file as a cold run of it does."""
-    reports = []
-    for jobs in ("1", "2"):
-        out, err = measure_jobs(long_compacted, jobs).communicate(timeout=300)
-        assert err == b"", err.decode()
-        reports.append(json.loads(out))
-    assert reports[0] == reports[1]
-    assert len(reports[0]["compactions"]) > 5  # (what is split is the older segments)
+    one, two = reports_by_jobs(long_compacted)
+    assert one == two
+    assert len(one["compactions"]) > 5  # (what is split is the older segments)
     grown = tmp_path / "grown.jsonl"
     grown.write_bytes(long_compacted.read_bytes())
 
@@ -274,7 +276,7 @@ def test_a_long_compacted_session_measured_with_jobs_gives_the_report_of_one_job
         assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
         return json.loads(done.stdout)
 
-    assert measure("2", "warm") == reports[0] | {"source": str(grown)}
+    assert measure("2", "warm") == one | {"source": str(grown)}
     last = orjson.loads(grown.read_bytes().splitlines()[-1])
     prompt = {**last, "type": "user", "uuid": "00000000-0000-4000-8000-00000000abcd", "parentUuid": last["uuid"],
               "message": {"role": "user", "content": "one more prompt after the split run"}}

@@ -942,8 +942,7 @@ def _what_it_read(settling, uuids: list[str]) -> tuple:
     compactions = {pos: (c.before, c.after, c.timestamp, c.trigger) for pos, c in settling.compactions.items()}
     return (list(settling.parents), bytes(settling.flags), settling.stamps, list(figures.lines),
             list(figures.numbers), figures.keys, figures.models, figures.stamps, settling.logical, compactions,
-            settling.broken, figures.broken, sorted(settling.missing), sorted(settling.missing_logical),
-            [settling.by_uuid.get(u) for u in uuids])
+            settling.broken, figures.broken, [settling.by_uuid.get(u) for u in uuids])
 
 
 _SPLIT_SESSIONS = {
@@ -983,8 +982,8 @@ def test_lines_read_by_two_readers_joined_are_what_one_reader_keeps_of_them(monk
         values.append(value if type(value) is dict else None)
     uuids = sorted({v["uuid"] for v in values if v is not None and isinstance(v.get("uuid"), str)})
 
-    def read(lines) -> claude_settled.Settling:
-        settling = claude_settled.Settling()
+    def read(lines, follows: bool = False) -> claude_settled.Settling:
+        settling = claude_settled.Settling(follows)
         for value in lines:
             settling.add(value)
         return settling
@@ -993,7 +992,7 @@ def test_lines_read_by_two_readers_joined_are_what_one_reader_keeps_of_them(monk
     assert any(parent >= 0 for parent in whole[0])  # (lines that name others)
     for cut in range(1, len(values)):
         first = read(values[:cut])
-        first.join(read(values[cut:]))
+        first.join(read(values[cut:], follows=True))
         assert _what_it_read(first, uuids) == whole, cut
 
 
@@ -1044,6 +1043,30 @@ def test_with_jobs_the_lines_before_the_last_compaction_are_read_in_two_processe
     assert [r.lineno for r in lean.lines] == [r.lineno for r in expected.lines] == list(range(1, len(lines) + 1))
     assert sorted(r.lineno for r in lean.lines.made()) == sorted(r.lineno for r in expected.lines.made())
     assert [r.raw for r in lean.records] == data.splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("path", [p for p in real_transcripts() if "claude-code" in p.parts], ids=lambda p: p.name)
+def test_a_real_session_loaded_with_jobs_views_as_every_line_does(tmp_path, monkeypatch, path):
+    """The real sessions, told their format from the first line and split however short they
+    are: a load with ``jobs`` reads the second half of the lines before the last compaction in
+    a forked process (the session compacted after a rewind has some), and the view is the one
+    every line gives, each line where it was."""
+    from lookout_cli import options
+    from lookout_cli.core import forked
+    from lookout_cli.options import Run
+
+    monkeypatch.setattr(options, "SNIFF_RECORDS", 1)
+    monkeypatch.setattr(options, "APART_BYTES", 0)
+    taken = []
+    result = forked.Forked.result
+    monkeypatch.setattr(forked.Forked, "result", lambda self: taken.append(result(self)) or taken[-1])
+    copy = tmp_path / path.name
+    copy.write_bytes(data := path.read_bytes())
+    lean = Run("measure", file=str(copy), isolated=True, quiet=True).load(jobs=2)
+    _same_view_as_every_line(lean, data)
+    assert [r.raw for r in lean.records] == data.splitlines(keepends=True)
+    if path.name.startswith("claudecodelog-dag_compact_after_rewind"):
+        assert taken and taken[0] is not None  # (read apart, and taken)
 
 
 def test_a_load_stopped_while_its_forked_reader_reads_stops_and_reaps_it(tmp_path, monkeypatch):

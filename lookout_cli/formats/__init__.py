@@ -238,9 +238,9 @@ class Adapter:
         that keeps what they give the view instead of a node a line: its ``add(value)`` takes
         each line in order (its parsed value, None when not a JSON object),
         ``settled(records)``, once they are read, gives the value the view takes (as
-        ``Transcript.settled``) or None, and ``join(later)`` takes in a new reader of its type
-        that read the lines after these (in another process: ``measure --jobs``). None: every
-        line keeps its node."""
+        ``Transcript.settled``) or None, and ``join(later)`` takes in a reader of its type,
+        made with ``follows=True``, that read the lines after these (in another process:
+        ``--jobs``). None: every line keeps its node."""
         return None
 
     def counted_texts(self, obj: Any) -> Iterable[str]:

@@ -91,7 +91,7 @@ class Settling:
     conversation line is below a line is known once the lines are read: the leaf candidates'
     times are kept only while they are candidates."""
 
-    def __init__(self) -> None:
+    def __init__(self, follows: bool = False) -> None:
         self.by_uuid = _Uuids()  # the newest line with each uuid
         self.parents = array.array("q")  # each line's parent's position, -1: none
         self.flags = bytearray()
@@ -100,10 +100,11 @@ class Settling:
         self.logical: dict[int, int] = {}  # each main compaction's logical parent's position, -1: none
         self.compactions: dict[int, Compaction] = {}
         self.broken = False  # a line this does not follow (a preserved segment): the chain reads every line
-        # the lines naming a parent (a compaction: a logical parent) not among the lines read:
-        # (position, uuid, whether a conversation line), for ``join``
-        self.missing: list[tuple[int, str, bool]] = []
-        self.missing_logical: list[tuple[int, str]] = []
+        # ``follows`` other lines (read elsewhere, ``join``): the lines naming a parent (a
+        # compaction: a logical parent) not among the lines read here, as (position, uuid,
+        # whether a conversation line), which those may hold
+        self.missing: list[tuple[int, str, bool]] | None = [] if follows else None
+        self.missing_logical: list[tuple[int, str]] | None = [] if follows else None
 
     def add(self, obj: dict | None) -> None:
         """The next line's parsed value (None when it is not a JSON object)."""
@@ -125,7 +126,7 @@ class Settling:
             above = recent.get(parent, -1)
             if above < 0:  # an older line, or none
                 above = by_uuid.older(parent)
-                if above < 0:
+                if above < 0 and self.missing is not None:
                     self.missing.append((pos, parent, kind in CONVERSATION_TYPES))
         parents.append(above)
         side = obj.get("isSidechain") is True
@@ -161,28 +162,21 @@ class Settling:
             self.broken = True
         logical = obj.get("logicalParentUuid")
         self.logical[pos] = self.by_uuid.get(logical) if type(logical) is str else -1
-        if self.logical[pos] < 0 and type(logical) is str:
+        if self.logical[pos] < 0 and type(logical) is str and self.missing_logical is not None:
             self.missing_logical.append((pos, logical))
         self.compactions[pos] = compaction_of(None, obj)
 
     def join(self, later: Settling) -> None:
         """Take in ``later``, the lines after the ones read here read into a reader of their
-        own (in another process: ``Run._settle``), as if ``add`` had read them here: what they
-        gave shifted past these lines, the parents they named among these lines found, and
-        the walks up the chain that stopped at such a line gone on into these."""
+        own (``Settling(follows=True)``, in another process: ``Run._settle``), as if ``add``
+        had read them here: what they gave shifted past these lines, the parents they named
+        among these lines found, and the walks up the chain that stopped at such a line gone
+        on into these."""
         shift, by_uuid, flags, parents, stamps = len(self.flags), self.by_uuid, self.flags, self.parents, self.stamps
-        found = []
-        for pos, parent, talk in later.missing:
-            above = by_uuid.get(parent)
-            if above >= 0:
-                found.append((pos + shift, above, talk))
-            else:
-                self.missing.append((pos + shift, parent, talk))
+        found = [(pos + shift, above, talk) for pos, parent, talk in later.missing
+                 if (above := by_uuid.get(parent)) >= 0]
         self.logical.update((pos + shift, above + shift if above >= 0 else -1) for pos, above in later.logical.items())
-        for pos, logical in later.missing_logical:
-            self.logical[pos + shift] = above = by_uuid.get(logical)
-            if above < 0:
-                self.missing_logical.append((pos + shift, logical))
+        self.logical.update((pos + shift, by_uuid.get(logical)) for pos, logical in later.missing_logical)
         parents.extend(array.array("q", [above + shift if above >= 0 else -1 for above in later.parents]))
         flags += later.flags
         for pos, above, talk in found:
