@@ -563,7 +563,7 @@ class Run:
                     continue
                 hold(count=unmade)
                 unmade = 0
-                record = LeanRecord(lineno, index, raw + b"\n")
+                record = LeanRecord(lineno, index, raw)
                 hold(record)
                 self._check(record)
                 _keep_lean(adapter, record, early)

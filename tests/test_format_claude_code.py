@@ -935,6 +935,79 @@ def test_uuids_put_away_are_found_by_their_text_and_no_other(others):
     assert ids.get(canonical[5].upper()) == -1 and ids.get(str(uuid.UUID(int=5))) == -1
 
 
+def test_a_uuid_whose_bytes_span_two_put_away_is_not_found_there(monkeypatch):
+    """The chunks are scanned for a uuid's 16 bytes: the second half of one uuid and the first
+    of the next are no uuid of the chunk (it is found where it is, or not at all); a scan past
+    the bound of bytes scanned leaves the reader spent (the caller reads every line)."""
+    from lookout_cli.formats.claude_settled import _Uuids
+
+    first, second = "00000000-0000-4000-8000-00000000aaaa", "bbbbbbbb-cccc-4ddd-8eee-ffffffffffff"
+    spanning = "80000000-0000-aaaa-bbbb-bbbbcccc4ddd"  # first's last 8 bytes, then second's first 8
+    ids = _Uuids()
+    ids.recent = {first: 0, second: 1}
+    ids.put_away()
+    assert (ids.get(first), ids.get(second), ids.get(spanning)) == (0, 1, -1) and not ids.spent
+    ids.recent = {spanning: 2}
+    ids.put_away()
+    assert ids.get(spanning) == 2 and ids.get(second) == 1
+    monkeypatch.setattr(_Uuids, "SCANNED", ids.scanned)
+    assert not ids.spent and ids.get(str(uuid.UUID(int=7))) == -1 and ids.spent
+    assert ids.get(second) == -1  # (spent: looked for no more)
+
+
+def _odd_responses() -> list[dict]:
+    """Responses whose counts or names are not what Claude Code writes: each must be read as
+    ``response_figures`` reads it."""
+    def response(usage=None, **message):
+        return {"type": "assistant", "uuid": "a", "timestamp": _t(1), "requestId": "req_1",
+                "message": {"id": "msg_1", "model": "claude-opus-4-1", "usage": usage, **message}}
+
+    counts = {"input_tokens": 3, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 7, "output_tokens": 11}
+    odd = [None, True, False, -4, 0, 2.5, "9", [1], 2**63, 2**64, 2**70]
+    return [
+        *(response({**counts, name: value}) for name in counts for value in odd),
+        *(response({**counts, "cache_creation": {"ephemeral_1h_input_tokens": value}}) for value in [*odd, 13]),
+        response({**counts, "cache_creation": "13"}), response({**counts, "cache_creation": {}}),
+        response({name: 0 for name in counts}), response({}), response(None), response([1, 2]),
+        response(counts, model="<synthetic>"), response(counts, model=None), response(counts, model=["m"]),
+        response(counts, id=""), response(counts, id=None), response(counts, id=7),
+        {**response(counts, id=None), "requestId": None}, {**response(counts, id=None), "requestId": ""},
+        {**response(counts), "timestamp": 5}, {"type": "assistant", "message": "text"}, {"type": "assistant"},
+    ]
+
+
+def test_a_reader_keeps_of_every_response_what_its_figures_give():
+    """``_Figures.take``, the reader's way with a response line, keeps what ``add`` keeps of
+    ``response_figures``: on every response of the real sessions and on counts of every other
+    kind (none, a bool, below zero, a fraction, text, past 63 and 64 bits) and missing names."""
+    from lookout_cli.formats.claude_items import response_figures
+    from lookout_cli.formats.claude_settled import _Figures
+
+    lines = []
+    for name in ALL_FILES:
+        for line in (DATA / name).read_bytes().splitlines():
+            try:
+                lines.append(orjson.loads(line))
+            except orjson.JSONDecodeError:  # (a line that is no JSON; one with a lone surrogate)
+                pass
+    lines = [obj for obj in lines if type(obj) is dict]
+    responses = [obj for obj in lines if obj.get("type") == "assistant"] + _odd_responses()
+    def kept(figures: _Figures) -> tuple:  # (the last response kept)
+        return (figures.broken, len(figures.lines), list(figures.lines[-1:]), list(figures.numbers[-5:]),
+                figures.keys[-1:], figures.models[-1:], figures.stamps[-1:])
+
+    taken, added = _Figures(), _Figures()
+    for pos, obj in enumerate(responses):
+        taken.take(pos, obj)
+        figures = response_figures(obj)
+        if figures is not None:
+            added.add(pos, figures)
+        assert kept(taken) == kept(added), obj
+        if taken.broken:  # (what a count past 64 bits left is never read: start again)
+            taken, added = _Figures(), _Figures()
+    assert sum(obj.get("type") == "assistant" for obj in lines) > 100
+
+
 def _what_it_read(settling, uuids: list[str]) -> tuple:
     """What a reader of the lines before the last compaction (``Settling``) kept of them, its
     uuids by what they are found at (kept in a dict or in chunks, as it went)."""

@@ -14,7 +14,6 @@ import contextlib
 import io
 import itertools
 import json
-import operator
 import os
 import stat
 import sys
@@ -234,11 +233,13 @@ class Record:
 
 class LineIndex:
     """Where each line of a seekable input starts: one array for the file, not two numbers per
-    record (``LeanRecord``)."""
+    record (``LeanRecord``). Unsigned, as every array of offsets or positions is: CPython checks a
+    number put into a signed array with its argument parser, into an unsigned one directly (half
+    the time, a line of a long session at a time)."""
 
     def __init__(self, fd: int, start: int = 0, starts: array.array | None = None) -> None:
         self.fd = fd
-        self.starts = starts if starts is not None else array.array("q", [start])
+        self.starts = starts if starts is not None else array.array("Q", [start])
 
     def add(self, size: int) -> None:
         self.starts.append(self.starts[-1] + size)
@@ -467,20 +468,21 @@ def read_line_blocks(handle: IO[bytes], index: LineIndex, end: int,
                      max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                      block: int = 1 << 20) -> Iterator[tuple[int, list[bytes]]]:
     """The lines of the file ``handle`` from where ``index`` ends up to offset ``end`` (where a
-    line starts), a block of them at a time: (the first one's number, their bytes without the
-    line end, ``b"\\n"``). Their places are added to ``index`` before a block is given; a line
-    over the bound raises (``read_lines``). For lines read in bulk: a block is cut into lines in
-    one call, not a generator's step a line. ``handle`` is left where the index ends, so that
-    ``read_indexed_lines`` reads on from there (what is past the last whole line before ``end``,
-    when the file changed, is read again then)."""
+    line starts), a block of them at a time: (the first one's number, their bytes with the line
+    end, as ``read_indexed_lines`` gives them). Their places are added to ``index`` before a
+    block is given; a line over the bound raises (``read_lines``). For lines read in bulk: a
+    block is cut into lines in one call (``readlines``, which finds each line end with memchr:
+    a third of the time ``bytes.split`` takes, byte by byte), not a generator's step a line.
+    ``handle`` is left where the index ends, so that ``read_indexed_lines`` reads on from there
+    (what is past the last whole line before ``end``, when the file changed, is read again then)."""
     starts = index.starts
     at, size = starts[-1], block
     while at < end:
         want = min(size, end - at)
         handle.seek(at)
         data = handle.read(want)
-        lines = data.split(b"\n")
-        rest = lines.pop()  # what follows the last line end: read again with the next block
+        lines = io.BytesIO(data).readlines()
+        rest = lines.pop() if lines and lines[-1][-1:] != b"\n" else b""  # read again with the next block
         if not lines:  # no line end in the block: a line longer than it
             if len(rest) > max_record_bytes + 2:  # too long whatever ends it
                 raise _too_long(len(starts), max_record_bytes)
@@ -490,11 +492,12 @@ def read_line_blocks(handle: IO[bytes], index: LineIndex, end: int,
             continue
         at += len(data) - len(rest)
         first = len(starts)
-        if max(map(len, lines)) >= max_record_bytes:  # maybe over, its line ending aside
+        if max(map(len, lines)) > max_record_bytes:  # maybe over, its line ending aside
             for lineno, line in enumerate(lines, first):
-                _check_length(lineno, line + b"\n", max_record_bytes)
-        # each line's end: where it starts, its length and the line ends before it, its own too
-        starts.extend(map(operator.add, itertools.accumulate(map(len, lines)), itertools.count(starts[-1] + 1)))
+                _check_length(lineno, line, max_record_bytes)
+        ends = itertools.accumulate(map(len, lines), initial=starts[-1])  # (where each line ends)
+        next(ends)
+        starts.extend(ends)
         yield first, lines
     handle.seek(starts[-1])
 

@@ -142,16 +142,12 @@ class Settling:
                 if type(stamp) is str:
                     stamps[pos] = stamp
                 if kind == "assistant" and obj.get("isApiErrorMessage") is not True:  # (``figures_of``)
-                    figures = response_figures(obj)
-                    if figures is not None:
-                        self.figures.add(pos, figures)
+                    self.figures.take(pos, obj)
                 elif kind == "system" and is_boundary(obj):
                     flag |= _BOUNDARY
                     self._boundary(pos, obj)
         elif kind == MOVED_KIND and not side and obj.get("isApiErrorMessage") is not True:
-            figures = response_figures(obj)
-            if figures is not None:
-                self.figures.add(pos, figures)
+            self.figures.take(pos, obj)
         flags.append(flag)
         recent[uid] = pos
         if len(recent) >= by_uuid.WINDOW:
@@ -209,14 +205,17 @@ class Settling:
         boundaries: list[int] = []
         while True:  # ``build_chain``'s walk, from the last boundary's logical parent back
             if start < 0:  # the logical parent is missing: an empty older segment
-                segments.append(array.array("q"))
+                segments.append(array.array("Q"))
                 break
-            path = array.array("q")
-            pos = start
-            while pos >= 0 and not flags[pos] & _BOUNDARY:
-                if flags[pos] & _SIDE:
+            path = array.array("Q")
+            append, pos = path.append, start
+            while pos >= 0:
+                flag = flags[pos]
+                if flag & _BOUNDARY:
+                    break
+                if flag & _SIDE:
                     return None  # a subagent's line in the main conversation: not followed here
-                path.append(pos)
+                append(pos)
                 pos = parents[pos]
             path.reverse()
             segments.append(path)
@@ -235,7 +234,8 @@ class Settling:
                 compactions.append(compaction)
         offered = [stamp for stamp in self.stamps.values() if parse_time(stamp) is not None]
         latest = max(offered, key=parse_time) if offered else None
-        return Settled(at, figures.usages(counted), keys, compactions, latest)
+        usages = figures.usages(counted)
+        return Settled(at, usages, keys, compactions, latest) if usages is not None else None
 
 
 class _Figures:
@@ -244,13 +244,48 @@ class _Figures:
     a hundred thousand responses before its last compaction)."""
 
     def __init__(self) -> None:
-        self.lines = array.array("q")  # the lines' positions, in file order
-        self.numbers = array.array("q")  # five a response: input, cache write, cache read, output, 1-hour write
+        self.lines = array.array("Q")  # the lines' positions, in file order
+        # five a response: input, cache write, cache read, output, 1-hour write (unsigned as
+        # ``LineIndex`` says; one of 64 bits is no count ``Usages`` holds: ``usages``)
+        self.numbers = array.array("Q")
         self.keys: list[Any] = []
         self.models: list[str | None] = []
         self.stamps: list[str | None] = []
         self.broken = False  # a count past 64 bits: the chain reads every line
         self.seen: set = set()  # the keys of the responses counted (``count``)
+
+    def take(self, pos: int, obj: dict) -> None:
+        """``add(pos, response_figures(obj))`` in fewer steps for a response as Claude Code
+        writes one (every response of a long session comes here): its five counts checked at
+        once by the unsigned array they go to, which refuses what is not a whole number from 0
+        to 2**64, and a bool among them by its type; any other response (no message id, a
+        count it refuses, a synthetic one) as ``response_figures`` reads it."""
+        message = obj.get("message")
+        usage = message.get("usage") if type(message) is dict else None
+        if type(usage) is not dict:
+            return
+        get = usage.get
+        creation = get("cache_creation")
+        counts = (get("input_tokens"), get("cache_creation_input_tokens"), get("cache_read_input_tokens"),
+                  get("output_tokens"), creation.get("ephemeral_1h_input_tokens", 0) if type(creation) is dict else 0)
+        if not (counts[0] or counts[1] or counts[2] or counts[3]):  # (each 0 or none: no real usage)
+            return
+        model, key, numbers = message.get("model"), message.get("id"), self.numbers
+        try:
+            if model == "<synthetic>" or type(key) is not str or not key or bool in map(type, counts):
+                raise TypeError
+            numbers.extend(counts)
+        except (TypeError, OverflowError):
+            del numbers[5 * len(self.lines):]  # (what the refused count's extension added)
+            figures = response_figures(obj)
+            if figures is not None:
+                self.add(pos, figures)
+            return
+        timestamp = obj.get("timestamp")
+        self.lines.append(pos)
+        self.keys.append(key)
+        self.models.append(sys.intern(model) if type(model) is str else None)
+        self.stamps.append(timestamp if type(timestamp) is str else None)
 
     def add(self, pos: int, figures: tuple) -> None:
         try:
@@ -265,7 +300,7 @@ class _Figures:
 
     def join(self, later: _Figures, shift: int) -> None:
         """Take in the figures of the lines after these (``Settling.join``)."""
-        self.lines.extend(array.array("q", [pos + shift for pos in later.lines]))
+        self.lines.extend(array.array("Q", [pos + shift for pos in later.lines]))
         self.numbers.extend(later.numbers)
         self.keys += later.keys
         self.models += later.models
@@ -284,43 +319,55 @@ class _Figures:
         lo, hi = bisect.bisect_left(lines, segment[0]), bisect.bisect_right(lines, segment[-1])
         on = set(segment)
         found = list(itertools.compress(range(lo, hi), map(on.__contains__, lines[lo:hi])))
-        named = [known[n] or str(lines[n]) for n in found]  # (a response without an id: its line's)
+        named = list(map(known.__getitem__, found))
+        if not all(named):  # a response without an id: its line's
+            named = [key or str(lines[n]) for key, n in zip(named, found)]
         last = dict(zip(named, found))
-        seen = self.seen
-        new = [key for key in dict.fromkeys(named) if key not in seen]
+        seen, unique = self.seen, dict.fromkeys(named)
+        new = list(unique) if seen.isdisjoint(unique) else [key for key in unique if key not in seen]
         seen.update(new)
         keys += new
         counted += map(last.__getitem__, new)
 
-    def usages(self, counted: list[int]) -> Usages:
-        """The responses ``counted`` (``count``), as older usages."""
-        numbers = self.numbers
-        return Usages.older_of(array.array("q", [self.lines[n] + 1 for n in counted]),
-                               array.array("q", itertools.chain.from_iterable(numbers[5 * n:5 * n + 5] for n in counted)),
+    def usages(self, counted: list[int]) -> Usages | None:
+        """The responses ``counted`` (``count``), as older usages; None when one of their counts
+        is past 63 bits (no number ``Usages`` holds: the chain reads every line). Their figures
+        are copied as bytes, not a number at a time."""
+        raw = memoryview(self.numbers).cast("B")
+        picked = b"".join([raw[40 * n:40 * n + 40] for n in counted])  # (five numbers of 8 bytes)
+        if not (picked[7::8] if sys.byteorder == "little" else picked[0::8]).isascii():  # a top bit set
+            return None
+        numbers = array.array("q")
+        numbers.frombytes(picked)
+        return Usages.older_of(array.array("q", [self.lines[n] + 1 for n in counted]), numbers,
                                list(map(self.models.__getitem__, counted)), list(map(self.stamps.__getitem__, counted)))
 
 
 class _Uuids:
     """Each uuid's newest line (its position), a quarter of the room a dict of every line's
     took: the lines read last in a dict by their uuid's text (``recent``), the older ones
-    (``put_away``) in sorted arrays of the halves of ``uuid_key``'s numbers, a chunk each time
-    the dict fills. A line names its parent among the lines just before it nearly always; an
-    older one is looked for in the chunks, newest first. A uuid is made a number only when it
-    is put away or looked for there: once a line, not twice."""
+    (``put_away``) in chunks of their 16 bytes, in the order the dict held them, beside an
+    array of their positions, a chunk each time the dict fills. A line names its parent among
+    the lines just before it nearly always; an older one is looked for in the chunks, newest
+    first, by a scan of their bytes (``bytes.find``): unsorted, a chunk costs a quarter of
+    the time a sorted one did to make, and the lines that name an older one are few. A uuid is
+    made its bytes only when it is put away or looked for there: once a line, not twice."""
 
     WINDOW = 8192  # uuids in the dict
     SEARCHES = 4096  # lines looked for in the chunks before the caller reads every line instead
+    SCANNED = 1 << 28  # bytes of chunks scanned for them before it does (a tenth of a second or so)
 
     def __init__(self) -> None:
         self.recent: dict[str, int] = {}
-        self.chunks: list[tuple[array.array, array.array, array.array]] = []  # (high halves, low, positions)
+        self.chunks: list[tuple[bytes, array.array]] = []  # (16 bytes a uuid, big-endian; the positions)
         self.others: dict[Any, int] = {}  # keys that are no 128-bit number (not canonical uuids)
         self.searched = 0
+        self.scanned = 0
 
     @property
     def spent(self) -> bool:
         """Whether lines named older ones more often than this looks for them."""
-        return self.searched > self.SEARCHES
+        return self.searched > self.SEARCHES or self.scanned > self.SCANNED
 
     def get(self, text: str) -> int:
         found = self.recent.get(text, -1)
@@ -333,54 +380,50 @@ class _Uuids:
         if type(key) is not int:
             return self.others.get(key, -1)
         self.searched += counted
-        if self.searched > self.SEARCHES:
+        if self.spent:
             return -1  # too many lines named older ones: the caller reads every line (``spent``)
-        high, low = key >> 64, key & _LOW
-        for highs, lows, positions in reversed(self.chunks):
-            n = bisect.bisect_left(highs, high)
-            while n < len(highs) and highs[n] == high:
-                if lows[n] == low:
-                    return positions[n]
-                n += 1
+        wanted = key.to_bytes(16, "big")
+        for numbers, positions in reversed(self.chunks):
+            self.scanned += counted * len(numbers)
+            at = numbers.find(wanted)
+            while at >= 0 and at & 15:  # (found across two uuids' bytes)
+                at = numbers.find(wanted, at + 1)
+            if at >= 0:
+                return positions[at >> 4]
         return -1
 
     def join(self, later: _Uuids, shift: int) -> None:
         """Take in the uuids of the lines after these (``Settling.join``), the newer."""
         if self.recent:
             self.put_away()
-        self.chunks += [(highs, lows, array.array("q", [pos + shift for pos in positions]))
-                        for highs, lows, positions in later.chunks]
+        self.chunks += [(numbers, array.array("Q", [pos + shift for pos in positions]))
+                        for numbers, positions in later.chunks]
         self.recent = {uuid: pos + shift for uuid, pos in later.recent.items()}
         self.others.update((key, pos + shift) for key, pos in later.others.items())
         self.searched += later.searched
+        self.scanned += later.scanned
 
     def put_away(self) -> None:
         """Move the dict's uuids to a chunk (the others, not canonical uuids, to ``others``)."""
         texts = list(self.recent)
-        positions = array.array("q", self.recent.values())
+        positions = array.array("Q", self.recent.values())
         self.recent = {}
         numbers = _numbers(texts)
         if numbers is None:  # a uuid that is not canonical among them: one at a time
-            keys = [uuid_key(text) for text in texts]
-            numbers = array.array("Q")
-            kept = array.array("q")
-            for key, pos in zip(keys, positions):
+            kept, numbers = array.array("Q"), bytearray()
+            for text, pos in zip(texts, positions):
+                key = uuid_key(text)
                 if type(key) is int:
-                    numbers.extend((key >> 64, key & _LOW))
+                    numbers += key.to_bytes(16, "big")
                     kept.append(pos)
                 else:
                     self.others[key] = pos
-            positions = kept
-        highs, lows = numbers[0::2], numbers[1::2]
-        # by the high halves alone: ``older`` walks the few that share one
-        order = sorted(range(len(highs)), key=highs.__getitem__)
-        self.chunks.append((array.array("Q", map(highs.__getitem__, order)),
-                            array.array("Q", map(lows.__getitem__, order)),
-                            array.array("q", map(positions.__getitem__, order))))
+            numbers, positions = bytes(numbers), kept
+        self.chunks.append((numbers, positions))
 
 
-def _numbers(texts: list[str]) -> array.array | None:
-    """``uuid_key``'s numbers of ``texts`` as (high half, low half) pairs, worked out for all of
+def _numbers(texts: list[str]) -> bytes | None:
+    """``uuid_key``'s numbers of ``texts``, 16 big-endian bytes each, worked out for all of
     them at once; None unless every one is a canonical uuid."""
     if not texts or set(map(len, texts)) != {36}:
         return None
@@ -396,10 +439,4 @@ def _numbers(texts: list[str]) -> array.array | None:
     # (``uuid_key``'s test: fromhex also takes upper case, and passes over white space)
     if len(value) != 16 * len(texts) or any(letter in digits for letter in "ABCDEF"):
         return None
-    numbers = array.array("Q", value)
-    if sys.byteorder == "little":  # the hex digits are big-endian
-        numbers.byteswap()
-    return numbers
-
-
-_LOW = (1 << 64) - 1
+    return value

@@ -213,7 +213,7 @@ class LineMemo:
         except (OSError, TypeError, KeyError):
             return None
         count = old["end"]
-        starts = array.array("q")
+        starts = array.array("Q")
         for part in self._parts:
             starts.frombytes(part.starts)
         if plan.kind not in (measure_state.APPEND, measure_state.UNCHANGED) or old["sniffed"] > count \
