@@ -331,15 +331,15 @@ class _Figures:
 
     def usages(self, counted: list[int]) -> Usages | None:
         """The responses ``counted`` (``count``), as older usages; None when one of their counts
-        is past 63 bits (no number ``Usages`` holds: the chain reads every line). Their figures
-        are copied as bytes, not a number at a time."""
-        raw = memoryview(self.numbers).cast("B")
-        picked = b"".join([raw[40 * n:40 * n + 40] for n in counted])  # (five numbers of 8 bytes)
-        if not (picked[7::8] if sys.byteorder == "little" else picked[0::8]).isascii():  # a top bit set
+        is past 63 bits (no number ``Usages`` holds: the chain reads every line). A response's
+        figures at a time (a slice each, not an object each all at once: a long session counts
+        a hundred thousand)."""
+        numbers = self.numbers
+        try:
+            picked = array.array("q", itertools.chain.from_iterable(numbers[5 * n:5 * n + 5] for n in counted))
+        except OverflowError:
             return None
-        numbers = array.array("q")
-        numbers.frombytes(picked)
-        return Usages.older_of(array.array("q", [self.lines[n] + 1 for n in counted]), numbers,
+        return Usages.older_of(array.array("q", [self.lines[n] + 1 for n in counted]), picked,
                                list(map(self.models.__getitem__, counted)), list(map(self.stamps.__getitem__, counted)))
 
 
