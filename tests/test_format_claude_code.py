@@ -830,7 +830,7 @@ _UUID_KEYS = {"uuid", "parentUuid", "logicalParentUuid", "headUuid", "anchorUuid
 def _with_uuids(value):
     """A line whose ids are canonical uuids (a number each to the chain) made from its names,
     as a JSON line when given one's value. They share their first half, so that where the
-    reader keeps them by halves (``claude_settled._Uuids``), only the second tells them apart."""
+    reader looks for their bytes (``claude_settled._Uuids``), only the second tells them apart."""
     def canonical(name: str) -> str:
         return f"0123abcd-0000-4000-{uuid.uuid5(uuid.NAMESPACE_OID, name).hex[16:20]}-" \
                f"{uuid.uuid5(uuid.NAMESPACE_OID, name).hex[20:]}"
