@@ -863,6 +863,16 @@ def _with_uuids(value):
             "id": "m2", "role": "assistant", "model": "claude-opus-4-1",
             "content": [{"type": "text", "text": "\ud800"}], "usage": {"input_tokens": 2**70, "output_tokens": 1}})]
      + _OLDER[6:] + _LAST, False),
+    ("a count counted before the last compaction past 63 bits", _OLDER[:6] + [_line(  # (64 bits, unsigned)
+        "a2b", "a2", "assistant", "two, more", "m2", ts=_t(7), message={
+            "id": "m2", "role": "assistant", "model": "claude-opus-4-1",
+            "content": [{"type": "text", "text": "more"}], "usage": {"input_tokens": 2**63, "output_tokens": 1}})]
+     + _OLDER[7:] + _LAST, False),
+    ("a count past 63 bits on a line whose response counts its last", _OLDER[:5] + [_line(
+        "a2", "u2", "assistant", "two", "m2", ts=_t(6), message={
+            "id": "m2", "role": "assistant", "model": "claude-opus-4-1",
+            "content": [{"type": "text", "text": "two"}], "usage": {"input_tokens": 2**63, "output_tokens": 1}})]
+     + _OLDER[6:] + _LAST, True),
 ])
 @pytest.mark.parametrize("window, searches", [(None, None), (2, None), (2, 0)],
                          ids=["uuids in a dict", "uuids put away", "older uuids looked for too often"])

@@ -320,7 +320,7 @@ def test_lines_left_unmade_read_as_the_records_of_every_line(tmp_path):
 @pytest.mark.parametrize("block", [7, 64, 1 << 20])
 def test_lines_read_a_block_at_a_time_are_the_lines_read_one_by_one(tmp_path, block):
     """``read_line_blocks`` gives the lines up to an offset, blocks smaller and larger than a
-    line: the lines ``read_indexed_lines`` gives (their line ends aside, a CR kept), numbered
+    line: the lines ``read_indexed_lines`` gives (with their line ends, a CR kept), numbered
     alike, their places the same in the index; reading on from the index after them gives the
     rest. A line over the bound is refused as one by one; a file shorter than the offset
     (changed since it was looked at) ends the blocks at its last whole line."""

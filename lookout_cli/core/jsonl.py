@@ -233,9 +233,9 @@ class Record:
 
 class LineIndex:
     """Where each line of a seekable input starts: one array for the file, not two numbers per
-    record (``LeanRecord``). Unsigned, as every array of offsets or positions is: CPython checks a
-    number put into a signed array with its argument parser, into an unsigned one directly (half
-    the time, a line of a long session at a time)."""
+    record (``LeanRecord``). Unsigned, as the arrays a cold load fills a line at a time are where
+    they hold no -1 (``claude_settled``): CPython checks a number put into a signed array with its
+    argument parser, into an unsigned one directly, in half the time."""
 
     def __init__(self, fd: int, start: int = 0, starts: array.array | None = None) -> None:
         self.fd = fd

@@ -331,9 +331,8 @@ class _Figures:
 
     def usages(self, counted: list[int]) -> Usages | None:
         """The responses ``counted`` (``count``), as older usages; None when one of their counts
-        is past 63 bits (no number ``Usages`` holds: the chain reads every line). A response's
-        figures at a time (a slice each, not an object each all at once: a long session counts
-        a hundred thousand)."""
+        is past 63 bits (no number ``Usages`` holds: the chain reads every line). One response's
+        slice at a time: a list of a long session's took 18 MB."""
         numbers = self.numbers
         try:
             picked = array.array("q", itertools.chain.from_iterable(numbers[5 * n:5 * n + 5] for n in counted))
