@@ -234,14 +234,14 @@ class _Pattern:
     keywords: the texts a command scans hold few of them, and compiling all 41 rules took
     10 ms of every ``compact`` (``re`` parses a pattern in Python)."""
 
-    __slots__ = ("_compiled", "_source")
+    __slots__ = ("_compiled", "_flags", "_source")
 
     def __init__(self, source: str, flags: int) -> None:
-        self._source, self._compiled = (source, flags), None
+        self._source, self._flags, self._compiled = source, flags, None
 
     def finditer(self, text: str) -> Iterator[re.Match]:
         if self._compiled is None:
-            self._compiled = re.compile(*self._source)
+            self._compiled = re.compile(self._source, self._flags)
         return self._compiled.finditer(text)
 
 

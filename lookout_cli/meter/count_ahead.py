@@ -20,10 +20,11 @@ no wrong count.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -61,14 +62,16 @@ def line_block(fd: int, lo: int, hi: int) -> bytes:
     return data.rpartition(b"\n")[0]  # the long line is left out
 
 
-def count_span(span: tuple[int, int, int, str | None]) -> list[tuple[object, int]]:
+def count_span(span: tuple[int, int, int, str | None], length: Callable[[str], int] | None = None
+               ) -> list[tuple[object, int]]:
     """In a worker: (key, count) of each distinct text of the lines starting in the span; the
-    key is the block cache's for the encoding named last, else ``tokens.tokenizer.memo_key``."""
+    key is the block cache's for the encoding named last, else ``tokens.tokenizer.memo_key``.
+    ``length`` counts a text (a pool's worker: the one set before the fork)."""
     fd, lo, hi, cached = span
-    length = token_cache._LENGTH
+    length = length or token_cache._LENGTH
     key_of = (lambda text: token_cache.block_key(cached, text)) if cached else memo_key
     counts: dict[object, int] = {}
-    for line in line_block(fd, lo, hi).split(b"\n"):
+    for line in io.BytesIO(line_block(fd, lo, hi)).readlines():  # (line ends found by memchr)
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -182,5 +185,4 @@ class Ahead:
 def _count_apart(span: tuple[int, int, int, str | None], encoding: str) -> list[list[tuple[object, int]]]:
     """In the forked process of ``Ahead.begin``: ``count_span`` of the span, its encoding
     loaded here (as the pool's result: a list of parts)."""
-    token_cache._LENGTH = exact_length(encoding)
-    return [count_span(span)]
+    return [count_span(span, exact_length(encoding))]
