@@ -53,11 +53,11 @@ PACKAGE_DIRS = _package_dirs()
 
 
 def empty_block_cache(folder: str) -> None:
-    """Cold again: the block counts go; the tokenizer's rank tables and the parsed models file
-    (kept there once per install, whatever the transcript) stay, for lookout and the reference
-    alike."""
+    """Cold again: the block counts go; the tokenizer's rank tables, its split pattern's compiled
+    code and the parsed models file (kept there once per install, whatever the transcript) stay,
+    for lookout and the reference alike."""
     for path in Path(folder).glob("*"):
-        if not path.name.startswith(("ranks-", "models-")):
+        if not path.name.startswith(("ranks-", "pattern-", "models-")):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 

@@ -71,6 +71,33 @@ def test_counts_equal_encode_ordinary(tables, name):
     assert wrong == []
 
 
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_an_ascii_text_is_split_by_re_as_the_regex_package_splits_it(name):
+    """``ascii_splitter`` (the pattern spelled for Python's ``re``) gives the ``regex``
+    package's pieces of every ASCII text of the corpus, of every pair of ASCII characters and
+    of runs that mix letters, digits, spaces, contractions and the separators Python's ``re``
+    counts as white space and Unicode does not (\\x1c-\\x1f)."""
+    import itertools
+
+    import regex
+
+    pattern = tokens._spec(name).pat_str
+    ours, theirs = lite.ascii_splitter(pattern), regex.compile(pattern).findall
+    chars = [chr(c) for c in range(128)]
+    texts = [t for t in _texts() if t.isascii()]
+    texts += ["".join(pair) for pair in itertools.product(chars, repeat=2)]
+    texts += ["".join(run) for run in itertools.product(["a", "B", "7", " ", "\n", "\r", "\x1c", "'s", "'LL", "/", "_", "\t"],
+                                                         repeat=3)]
+    assert len(texts) > 16_000
+    assert [t for t in texts if ours(t) != theirs(t)] == []
+
+
+def test_a_pattern_it_cannot_spell_for_re_is_split_by_the_regex_package():
+    assert lite.ascii_splitter(r"\p{Greek}+|\s") is None  # a class it does not know
+    assert lite.ascii_splitter(r"[^\S\n]") is None  # \S inside a class
+    assert lite.ascii_splitter(r"[\p{Lt}]") is None  # a class with nothing of ASCII in it
+
+
 def test_a_damaged_table_is_not_used(tmp_path):
     ranks_path = tmp_path / "ranks-x.marshal"
     lite.ensure_table(ranks_path, {b"a": 0, b"b": 1, b"ab": 2})
@@ -96,6 +123,18 @@ def test_merge_takes_the_lowest_rank_leftmost_first():
     assert lite.merged_length(b"xy", ranks.get) == 2
 
 
+def _modules_after(args: list[str], stdin: bytes | None = None) -> tuple[list[str], bytes]:
+    """The tokenizers' and the block cache's modules a real run of ``lookout ARGS`` loaded
+    (tiktoken, regex, sqlite3), and what it wrote to stdout."""
+    code = ("import atexit, runpy, sys; sys.argv = ['lookout', *sys.argv[1:]]\n"
+            "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex', 'sqlite3')),"
+            " file=sys.stderr))\n"  # (an exit handler: lookout leaves the process once they have run)
+            "runpy.run_module('lookout_cli', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code, *args], input=stdin, capture_output=True, cwd=REPO, check=False)
+    assert r.returncode == 0, r.stderr.decode()
+    return eval(r.stderr.decode().strip().splitlines()[-1]), r.stdout
+
+
 def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch):
     """A prompt's worth appended: counted by the lite path (tiktoken never imported, nor regex's
     pattern compiler: the pattern's compiled code is kept, nor sqlite3: the block cache is not
@@ -104,22 +143,67 @@ def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch
     monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "data"))
     src = min(SHARED_TRANSCRIPTS.glob("claude-code/ccviewer-*.jsonl")).read_bytes().splitlines(keepends=True)
     f = tmp_path / "s.jsonl"
-    f.write_bytes(b"".join(src[:-12]))
-    assert run_lookout("measure", "-q", "--no-discover", str(f)).returncode == 0  # cold: no table written
-    assert not list((tmp_path / "cache").glob("*-table-*"))
-    with open(f, "ab") as fh:
-        fh.write(b"".join(src[-12:-6]))
-    assert run_lookout("measure", "-q", "--no-discover", str(f)).returncode == 0  # no table: writes it
+    f.write_bytes(b"".join(src[:-6]))
+    assert run_lookout("measure", "-q", "--no-discover", str(f)).returncode == 0  # cold: no table yet, writes it
     assert len(list((tmp_path / "cache").glob("*-table-*"))) == 1
     with open(f, "ab") as fh:
         fh.write(b"".join(src[-6:]))
-    code = ("import atexit, runpy, sys; sys.argv = ['lookout', 'measure', '--json', '--no-discover', sys.argv[1]]\n"
-            "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiktoken', 'regex', 'sqlite3')),"
-            " file=sys.stderr))\n"  # (an exit handler: lookout leaves the process once they have run)
-            "runpy.run_module('lookout_cli', run_name='__main__')")
-    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, cwd=REPO, check=False)
-    assert r.stderr.decode().strip().splitlines()[-1] == "['regex._regex']", r.stderr.decode()
-    grown = json.loads(r.stdout)
+    modules, out = _modules_after(["measure", "--json", "--no-discover", str(f)])
+    assert modules == ["regex._regex"]
+    grown = json.loads(out)
     monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cold"))
     cold = json.loads(run_lookout("measure", "--json", "--no-discover", "--no-cache", str(f)).stdout)
     assert [p["tokens"] for p in grown["parts"]] == [p["tokens"] for p in cold["parts"]]
+
+
+def _words(n: int, seed: int) -> str:
+    import random
+
+    rng = random.Random(seed)
+    vocabulary = [f"{rng.choice(['re', 'un', 'pre', ''])}{w}{rng.choice(['s', 'ing', 'ed', ''])}" for w in
+                  ("count", "token", "split", "merge", "line", "file", "view", "cache", "table", "piece", "parse")]
+    return " ".join(rng.choice(vocabulary) + rng.choice(["", ",", ".", " 42", "\n", "()"]) for _ in range(n))
+
+
+def _session(chars: int) -> bytes:
+    """A Claude Code session of prompts and answers holding about ``chars`` characters of text."""
+    lines, parent, n = [], None, 0
+    while sum(map(len, lines)) < chars:
+        n += 1
+        uid = f"00000000-0000-4000-8000-{n:012d}"
+        role = "user" if n % 2 else "assistant"
+        message = {"role": role, "content": [{"type": "text", "text": _words(400, n)}]}
+        if role == "assistant":
+            message.update(id=f"msg_{n}", model="claude-sonnet-4-5", usage={"input_tokens": 10 * n, "output_tokens": 50})
+        lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "type": role, "message": message,
+                                 "uuid": uid, "timestamp": f"2026-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z"}) + "\n")
+        parent = uid
+    return "".join(lines).encode()
+
+
+@pytest.mark.parametrize("command", [["measure", "--json", "--no-discover"], ["compact", "--force", "-q"]],
+                         ids=["measure", "compact"])
+def test_a_cold_run_with_little_to_count_counts_it_from_the_table(tmp_path, monkeypatch, command):
+    """A cold run whose view holds a few hundred kilobytes of text counts them from the table
+    (``tokenizer.count_left``) once one is there: no tiktoken imported, the counts the tokenizer
+    gives (the run that found no table loaded it, counted with it and wrote the table). A view
+    past ``lite.COLD_CHARS`` loads the tokenizer: the lite path would take longer."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(cache))
+    monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    small = _session(lite.COLD_CHARS // 8)  # (compact counts its note too: a cut note again and again)
+
+    def cold(data: bytes) -> tuple[list[str], bytes]:
+        for kept in cache.glob("tokens*"):  # (the block counts go; the rank tables stay)
+            kept.unlink()
+        return _modules_after(command, data)
+
+    modules, first = cold(small)
+    assert "tiktoken" in modules and len(list(cache.glob("*-table-*"))) == 1
+    modules, again = cold(small)
+    assert not any(m.startswith("tiktoken") for m in modules)
+    if command[0] == "measure":
+        assert [p["tokens"] for p in json.loads(again)["parts"]] == [p["tokens"] for p in json.loads(first)["parts"]]
+    modules, _ = cold(_session(lite.COLD_CHARS * 3 // 2))
+    assert "tiktoken" in modules

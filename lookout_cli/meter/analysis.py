@@ -93,6 +93,11 @@ def item_tokens(view: View, counter, provider: str | None = None, priced_before:
     the texts of the first ``priced_before`` items but the setup by ``price`` (``compact``'s
     estimate of the turns its summary replaces, ``tokens.sample``)."""
     provider = provider or image_provider(view.model, view.format)
+    encoding = getattr(counter, "encoding", None)
+    if getattr(counter, "exact", False) and encoding is not None:
+        from lookout_cli.tokens.tokenizer import count_left
+
+        count_left(sum(len(item.text) for item in uncounted(view, priced_before)), encoding)
     out = []
     with progress.stage("counting tokens", len(view.items), "items"):
         for index, item in enumerate(view.items):

@@ -24,14 +24,14 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from lookout_cli.core import forked
 from lookout_cli.tokens import cache as token_cache
-from lookout_cli.tokens.tokenizer import exact_length, memo_key
+from lookout_cli.tokens.tokenizer import count, count_left, memo_key
 
 MIN_BYTES = 16 << 20  # smaller inputs: the workers are forked at the view's first batch as before
 SHARE = 4  # the last 1/SHARE of the file is counted ahead
@@ -62,15 +62,12 @@ def line_block(fd: int, lo: int, hi: int) -> bytes:
     return data.rpartition(b"\n")[0]  # the long line is left out
 
 
-def count_span(span: tuple[int, int, int, str | None], length: Callable[[str], int] | None = None
-               ) -> list[tuple[object, int]]:
-    """In a worker: (key, count) of each distinct text of the lines starting in the span; the
-    key is the block cache's for the encoding named last, else ``tokens.tokenizer.memo_key``.
-    ``length`` counts a text (a pool's worker: the one set before the fork)."""
+def span_texts(span: tuple[int, int, int, str | None]) -> Iterator[tuple[object, str]]:
+    """(key, text) of each distinct text of the lines starting in the span; the key is the
+    block cache's for the encoding named last, else ``tokens.tokenizer.memo_key``."""
     fd, lo, hi, cached = span
-    length = length or token_cache._LENGTH
     key_of = (lambda text: token_cache.block_key(cached, text)) if cached else memo_key
-    counts: dict[object, int] = {}
+    seen: set[object] = set()
     for line in io.BytesIO(line_block(fd, lo, hi)).readlines():  # (line ends found by memchr)
         try:
             obj = orjson.loads(line)
@@ -79,9 +76,16 @@ def count_span(span: tuple[int, int, int, str | None], length: Callable[[str], i
         for text in _ADAPTER.counted_texts(obj):
             if text:
                 key = key_of(text)
-                if key not in counts:
-                    counts[key] = length(text)
-    return list(counts.items())
+                if key not in seen:
+                    seen.add(key)
+                    yield key, text
+
+
+def count_span(span: tuple[int, int, int, str | None]) -> list[tuple[object, int]]:
+    """In a pool's worker: (key, count) of each distinct text of the span (``span_texts``),
+    counted as they are read by the count function set before the fork."""
+    length = token_cache._LENGTH
+    return [(key, length(text)) for key, text in span_texts(span)]
 
 
 def start(file: str | None, format_name: str | None, encoding: str, jobs: int, cached: bool) -> Ahead | None:
@@ -183,6 +187,10 @@ class Ahead:
 
 
 def _count_apart(span: tuple[int, int, int, str | None], encoding: str) -> list[list[tuple[object, int]]]:
-    """In the forked process of ``Ahead.begin``: ``count_span`` of the span, its encoding
-    loaded here (as the pool's result: a list of parts)."""
-    return [count_span(span, exact_length(encoding))]
+    """In the forked process of ``Ahead.begin``: the counts of the span's texts (as the pool's
+    result: a list of parts). The span is short (under MIN_BYTES // SHARE): its texts are read
+    first, so that a few hundred kilobytes of them are counted without loading the encoding
+    (``tokenizer.count_left``)."""
+    texts = dict(span_texts(span))
+    count_left(sum(map(len, texts.values())), encoding)
+    return [[(key, count(text, encoding)) for key, text in texts.items()]]

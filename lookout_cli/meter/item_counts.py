@@ -19,6 +19,7 @@ from lookout_cli.formats.view import IMAGE, NO_EXTRA, TOOL_CALL, Item, View
 from lookout_cli.images.costs import image_dimensions
 from lookout_cli.meter.analysis import uncounted
 from lookout_cli.meter.reclaim import ARGUMENT_FIELDS, ARGUMENT_KEYS, call_arguments
+from lookout_cli.tokens.tokenizer import count_left
 
 BATCH_CHARS = 4_000_000  # with --jobs: characters sent to the workers together
 # In one process, exact counts are made a batch at a time too: tokenizing a text between the
@@ -68,6 +69,7 @@ class CountingSink:
             self.ahead.close()
             self.ahead = None
         self._pending = uncounted(view)
+        self._chars = sum(len(item.text) for item in self._pending)
         self._flush()
         self._settle()
         return self.counter
@@ -93,7 +95,7 @@ class CountingSink:
         """Count the pending items: here, one after the other, or in the worker processes while
         the view goes on being built (at most IN_FLIGHT batches away: the oldest is settled
         before another goes)."""
-        items, self._pending, self._chars = self._pending, [], 0
+        items, chars, self._pending, self._chars = self._pending, self._chars, [], 0
         if not items:
             return
         later = getattr(self.counter, "count_later", None)
@@ -106,6 +108,7 @@ class CountingSink:
                 self._settle_oldest()
             self._away.append((items, later([i.text for i in items], jobs=self.jobs)))
             return
+        count_left(chars, self.counter.encoding)  # (a batch before the last is past what the lite path takes)
         for item in items:
             item.tokens = self.counter.count(item.text)
             shrink(item)

@@ -353,10 +353,10 @@ class Workers:
             return list
         total = sum(len(t) for t in texts)
         if self.pool is None and not (total >= MIN_PARALLEL_CHARS and len(texts) >= 2 and self.start()):
-            from lookout_cli.tokens.tokenizer import exact_length
+            from lookout_cli.tokens.tokenizer import count, count_left
 
-            length = exact_length(self.encoding)
-            counts = [length(t) for t in texts]
+            count_left(total, self.encoding)
+            counts = [count(t, self.encoding) for t in texts]
             return lambda: counts
         # slices of about equal characters, two per worker so a huge block does not stall one
         pieces, bounds, start, acc = self.jobs * 2, [], 0, 0

@@ -172,7 +172,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
                 mergeable_ranks=ranks,
                 special_tokens=dict(spec.special_tokens),
             )
-            if _lite_chars >= 0:  # a run that wanted few texts counted and found no table: it writes one
+            if _lite_until:  # a run that wanted the lite path and found no table: it writes one
                 from lookout_cli.tokens.lite import ensure_table
 
                 ensure_table(ranks_cache_path(name), ranks)
@@ -232,13 +232,13 @@ def exact_length(name: str = DEFAULT_ENCODING) -> Callable[[str], int]:
 def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Exact token count of ``text`` in ``encoding``; special-token text counts as text.
 
-    After ``count_few`` and until the encoding is loaded, the first ``lite.LITE_CHARS``
-    characters of a process are counted from the on-disk table (``tokens/lite.py``, the same
-    counts): a run that has only a prompt's worth of new text to count never builds the
-    tokenizer."""
+    After ``count_few`` or ``count_left`` and until the encoding is loaded, the characters they
+    allow are counted from the on-disk table (``tokens/lite.py``, the same counts): a run that
+    has only a prompt's worth of new text to count, or a cold run whose view shows a few hundred
+    kilobytes, never builds the tokenizer."""
     if not text:
         return 0
-    if _lite_chars >= 0 and encoding not in _loaded:
+    if _lite_until and encoding not in _loaded:
         n = _lite_count(text, encoding)
         if n is not None:
             return n
@@ -246,32 +246,47 @@ def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
 
 _lite: dict[str, object] = {}  # encoding -> its LiteCounter, or False when it cannot be used
-_lite_chars = -1  # characters counted by the lite path; -1: not wanted (``count_few``)
+_lite_chars = 0  # characters counted by the lite path
+_lite_until = 0  # ... up to which it counts (``count_few``, ``count_left``); 0: it is not wanted
+_few = False  # ``count_few`` was said
 
 
 def count_few() -> None:
     """Say that this run expects few new texts to count (a file measured before that grew): they
     are counted without loading the tokenizer, up to ``lite.LITE_CHARS`` characters. The first
     such run finds no table, loads the tokenizer and writes one (0.2 s of CPU, once per cache
-    folder). A cold run does not call it: it would pay the lite path's slower counting before
-    the load, and a table nothing may read."""
-    global _lite_chars
-    _lite_chars = max(_lite_chars, 0)
+    folder)."""
+    global _few, _lite_until
+    from lookout_cli.tokens.lite import LITE_CHARS
+
+    _few = True
+    _lite_until = max(_lite_until, LITE_CHARS)
+
+
+def count_left(chars: int, encoding: str = DEFAULT_ENCODING) -> None:
+    """Say that ``chars`` characters are what this run has left to count in ``encoding`` (a
+    cold measure's view once read, compact's view once cut): while the tokenizer is not loaded
+    and the lite path counts them faster than it loads (``lite.COLD_CHARS`` characters in a
+    process), they, and what else the run counts up to that many, are counted so (compact's
+    note after its view). A run that finds no table loads the tokenizer and writes one."""
+    global _lite_until
+    from lookout_cli.tokens.lite import COLD_CHARS
+
+    if 0 < chars and encoding not in _loaded and _lite_chars + chars <= COLD_CHARS:
+        _lite_until = max(_lite_until, COLD_CHARS)
 
 
 def counting_few() -> bool:
     """Whether this run has only a few new texts to count (``count_few``)."""
-    return _lite_chars >= 0
+    return _few
 
 
 def _lite_count(text: str, encoding: str) -> int | None:
     global _lite_chars
-    if _lite_chars < 0 or encoding in _loaded:
+    if _lite_chars + len(text) > _lite_until or encoding in _loaded:
         return None
     from lookout_cli.tokens import lite
 
-    if _lite_chars + len(text) > lite.LITE_CHARS:
-        return None
     counter = _lite.get(encoding)
     if counter is None:
         counter = _lite[encoding] = lite.lite_counter(_spec(encoding).pat_str, ranks_cache_path(encoding)) or False
