@@ -12,8 +12,9 @@ those texts out. The end of the file, not its start: the lines the chain
 shows are the last ones (after the last compaction), and the view reaches them last, when
 their counts are in. A compacted session's lines before its last boundary are not counted
 ahead (``Adapter.shown_from``); a shown part under a quarter of MIN_BYTES is counted by one
-forked process that loads the encoding itself (``core.forked``), so that this one, busy
-reading the lines before it, loads none. A text counted ahead that the view does not show
+forked process (``core.forked``: from the lite table when its texts are a few hundred
+kilobytes, else with the encoding loaded there), so that this one, busy reading the lines
+before it, loads none. A text counted ahead that the view does not show
 costs only its time; the counts are keyed by content, so a file that changes meanwhile gives
 no wrong count.
 """

@@ -30,11 +30,13 @@ import array
 import functools
 import itertools
 import mmap
+import operator
 import os
 import struct
 import sys
 import zlib
 from collections.abc import Callable
+from itertools import compress, repeat
 from pathlib import Path
 
 from lookout_cli.core.file_guard import digest
@@ -285,24 +287,19 @@ class LiteCounter:
         counts = list(map(known.get, pieces))
         if None not in counts:
             return sum(counts)
-        rank = self.rank
-        for i, k in enumerate(counts):
-            if k is not None:
-                continue
-            piece = pieces[i]
-            k = known.get(piece)  # (one seen earlier in this text)
-            if k is None:
-                data = piece.encode("utf-8")
-                if len(data) == 1 or rank(data) is not None:
-                    k = 1
-                elif len(data) > LONG_PIECE:
-                    return None
-                else:
-                    k = merged_length(data, rank)
-                if len(known) < KNOWN_MAX:
-                    known[piece] = k
-            counts[i] = k
-        return sum(counts)
+        rank, new = self.rank, {}
+        missing = list(compress(pieces, map(operator.is_, counts, repeat(None))))
+        for piece in set(missing):  # (each new piece once, however often the text holds it)
+            data = piece.encode("utf-8")
+            if len(data) == 1 or rank(data) is not None:
+                new[piece] = 1
+            elif len(data) > LONG_PIECE:
+                return None
+            else:
+                new[piece] = merged_length(data, rank)
+        if len(known) < KNOWN_MAX:
+            known.update(new)
+        return sum(filter(None, counts)) + sum(map(new.__getitem__, missing))
 
 
 def lite_counter(pat_str: str, ranks_path: Path) -> LiteCounter | None:
