@@ -54,6 +54,9 @@ LITE_CHARS = 64_000  # beyond this many characters in a process (about 0.1 s of 
 # of a real session's view here (2,100 a character, 1,100 in tiktoken once loaded: break-even
 # about 700,000)
 COLD_CHARS = 400_000
+# ASCII characters split by ``regex`` before ``ascii_splitter``'s pattern is compiled (1 ms, what
+# splitting 5,000 characters with it saves): a prompt's few kilobytes do not pay for it
+ASCII_CHARS = 8_000
 KNOWN_MAX = 100_000  # pieces remembered
 LONG_PIECE = 256  # a piece this long that is no token: merging it in Python is quadratic
 
@@ -264,10 +267,11 @@ def _core() -> tuple[Any, str] | None:
 class LiteCounter:
     """``encode_ordinary``'s count for one encoding, from its table."""
 
-    def __init__(self, split: Callable[[str], list[str]], table: Table,
-                 split_ascii: Callable[[str], list[str]] | None = None) -> None:
+    def __init__(self, split: Callable[[str], list[str]], table: Table, pat_str: str | None = None) -> None:
         self.split = split
-        self.split_ascii = split_ascii or split
+        self.pat_str = pat_str  # (``ascii_splitter``'s, made once ASCII_CHARS were split without it)
+        self.split_ascii: Callable[[str], list[str]] | None = None
+        self.ascii_chars = 0
         self.table = table
         self._known: dict[str, int] = {}  # piece -> tokens: prose and code repeat their pieces
         # the table's answers: merging asks for the same pairs over and over (a C-level memo)
@@ -276,7 +280,12 @@ class LiteCounter:
     def __call__(self, text: str) -> int | None:
         """The count; None for a text with a long piece to merge (the full tokenizer's work)."""
         if text.isascii():  # (a flag of the string: no scan)
-            pieces = self.split_ascii(text)
+            split = self.split_ascii
+            if split is None:
+                split, self.ascii_chars = self.split, self.ascii_chars + len(text)
+                if self.ascii_chars > ASCII_CHARS and self.pat_str is not None:
+                    split = self.split_ascii = ascii_splitter(self.pat_str) or self.split
+            pieces = split(text)
         else:
             try:
                 text.encode("utf-8")
@@ -305,7 +314,7 @@ class LiteCounter:
 def lite_counter(pat_str: str, ranks_path: Path) -> LiteCounter | None:
     split = splitter(pat_str, ranks_path.parent)  # kept before the table: a run without it keeps it for the next
     table = Table.open(table_path(ranks_path))
-    return LiteCounter(split, table, ascii_splitter(pat_str)) if table is not None else None
+    return LiteCounter(split, table, pat_str) if table is not None else None
 
 
 def ensure_table(ranks_path: Path, ranks: dict[bytes, int]) -> None:
