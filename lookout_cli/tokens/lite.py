@@ -36,7 +36,6 @@ import struct
 import sys
 import zlib
 from collections.abc import Callable
-from itertools import compress, repeat
 from pathlib import Path
 
 from lookout_cli.core.file_guard import digest
@@ -50,9 +49,9 @@ MAGIC = b"LKBPE\x02" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are t
 HEAD = struct.Struct("<8sIII4x")  # magic, crc32 of what follows (zlib's: no OpenSSL to load), tokens, slots
 LITE_CHARS = 64_000  # beyond this many characters in a process (about 0.1 s of them), the full tokenizer pays
 # A cold run that knows all it has left to count (``tokenizer.count_left``) counts up to this many
-# characters here: the tokenizer's load (about 650 M instructions) counts about 300,000 characters
-# of a real session's view here (2,100 a character, 1,100 in tiktoken once loaded: break-even
-# about 700,000)
+# characters here: building tiktoken's core (650 M instructions) costs what 300,000 characters of
+# a real session's view do here (2,100 a character; 1,500 in tiktoken once built: they break even
+# near a million, later for texts of fewer repeated pieces)
 COLD_CHARS = 400_000
 # ASCII characters split by ``regex`` before ``ascii_splitter``'s pattern is compiled (1 ms, what
 # splitting 5,000 characters with it saves): a prompt's few kilobytes do not pay for it
@@ -147,7 +146,7 @@ def merged_length(piece: bytes, rank: Callable[[bytes], int | None]) -> int:
             break
         i = pairs.index(best)
         del starts[i + 1], pairs[i + 1]
-        # (the pairs on either side of the merge, spelled out: a call each was a third of the time)
+        # (the pairs on either side of the merge, looked up here: no nested call for each)
         r = rank(piece[starts[i]:starts[i + 2]]) if i + 2 < len(starts) else None
         pairs[i] = never if r is None else r
         if i:
@@ -297,7 +296,7 @@ class LiteCounter:
         if None not in counts:
             return sum(counts)
         rank, new = self.rank, {}
-        missing = list(compress(pieces, map(operator.is_, counts, repeat(None))))
+        missing = list(itertools.compress(pieces, map(operator.is_, counts, itertools.repeat(None))))
         for piece in set(missing):  # (each new piece once, however often the text holds it)
             data = piece.encode("utf-8")
             if len(data) == 1 or rank(data) is not None:
