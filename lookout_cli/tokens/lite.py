@@ -50,8 +50,9 @@ HEAD = struct.Struct("<8sIII4x")  # magic, crc32 of what follows (zlib's: no Ope
 LITE_CHARS = 64_000  # beyond this many characters in a process (about 0.1 s of them), the full tokenizer pays
 # A cold run that knows all it has left to count (``tokenizer.count_left``) counts up to this many
 # characters here: building tiktoken's core (650 M instructions) costs what 300,000 characters of
-# a real session's view do here (2,100 a character; 1,500 in tiktoken once built: they break even
-# near a million, later for texts of fewer repeated pieces)
+# a real session's view do here (2,000-2,100 a character; 1,100-1,500 in tiktoken once built: the
+# two break even at 750,000-1,000,000 on the views of the 100 and 500 MB sessions; well under
+# that, for views of fewer repeated pieces, which cost more here)
 COLD_CHARS = 400_000
 # ASCII characters split by ``regex`` before ``ascii_splitter``'s pattern is compiled (1 ms, what
 # splitting 5,000 characters with it saves): a prompt's few kilobytes do not pay for it
