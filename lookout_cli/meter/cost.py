@@ -141,7 +141,9 @@ def _picked(figures: list[list[int]], mask: Iterable[bool]) -> list[list[int]]:
 def _summed(figures: list[list[int]]) -> Usage:
     """Responses as one (whose prices are those of each of them)."""
     uncached, write, read, output, one_hour = figures
-    return _usage((sum(uncached), sum(write), sum(read), sum(output), sum(map(min, one_hour, write))))
+    # (a 1-hour write is rare: ``any`` passes over a long session's zeros twenty times as fast as ``min`` a pair)
+    hour = sum(map(min, one_hour, write)) if any(one_hour) else 0
+    return _usage((sum(uncached), sum(write), sum(read), sum(output), hour))
 
 
 def _usage(figures: tuple) -> Usage:
