@@ -7,13 +7,17 @@ never loads tiktoken for a prompt's worth of new text, and gives the counts a co
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import orjson
 import pytest
-from conftest import REPO, SHARED_TRANSCRIPTS, run_lookout
+from conftest import REPO, SHARED_TRANSCRIPTS, real_transcripts, run_lookout
 
 from lookout_cli.tokens import lite
 from lookout_cli.tokens import tokenizer as tokens
@@ -132,7 +136,7 @@ def _modules_after(args: list[str], stdin: bytes | None = None) -> tuple[list[st
             "runpy.run_module('lookout_cli', run_name='__main__')")
     r = subprocess.run([sys.executable, "-c", code, *args], input=stdin, capture_output=True, cwd=REPO, check=False)
     assert r.returncode == 0, r.stderr.decode()
-    return eval(r.stderr.decode().strip().splitlines()[-1]), r.stdout
+    return ast.literal_eval(r.stderr.decode().strip().splitlines()[-1]), r.stdout
 
 
 def test_a_grown_file_is_measured_without_loading_tiktoken(tmp_path, monkeypatch):
@@ -181,29 +185,64 @@ def _session(chars: int) -> bytes:
     return "".join(lines).encode()
 
 
-@pytest.mark.parametrize("command", [["measure", "--json", "--no-discover"], ["compact", "--force", "-q"]],
-                         ids=["measure", "compact"])
-def test_a_cold_run_with_little_to_count_counts_it_from_the_table(tmp_path, monkeypatch, command):
-    """A cold run whose view holds a few hundred kilobytes of text counts them from the table
-    (``tokenizer.count_left``) once one is there: no tiktoken imported, the counts the tokenizer
-    gives (the run that found no table loaded it, counted with it and wrote the table). A view
-    past ``lite.COLD_CHARS`` loads the tokenizer: the lite path would take longer."""
+@pytest.fixture
+def cold_cache(tmp_path, monkeypatch, rank_tables):
+    """A cache folder holding the rank tables (as the bench keeps them between cold runs)."""
     cache = tmp_path / "cache"
+    cache.mkdir()
+    for table in rank_tables:
+        os.link(table, cache / table.name)
     monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(cache))
     monkeypatch.setenv("LOOKOUT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path))
-    small = _session(lite.COLD_CHARS // 8)  # (compact counts its note too: a cut note again and again)
+    return cache
 
-    def cold(data: bytes) -> tuple[list[str], bytes]:
-        for kept in cache.glob("tokens*"):  # (the block counts go; the rank tables stay)
-            kept.unlink()
-        return _modules_after(command, data)
 
-    modules, first = cold(small)
-    assert "tiktoken" in modules and len(list(cache.glob("*-table-*"))) == 1
-    modules, again = cold(small)
-    assert not any(m.startswith("tiktoken") for m in modules)
-    if command[0] == "measure":
-        assert [p["tokens"] for p in json.loads(again)["parts"]] == [p["tokens"] for p in json.loads(first)["parts"]]
-    modules, _ = cold(_session(lite.COLD_CHARS * 3 // 2))
-    assert "tiktoken" in modules
+def _cold_runs(args: list[str], cache, stdin: bytes | None = None) -> Iterator[tuple[list[str], bytes]]:
+    """Two cold runs of ``lookout ARGS``, one at a time: before each, all but the install's files
+    goes from the cache folder (block counts, replay state) and the data folder goes (line memo,
+    snapshots), as the bench's cold runs do. The first finds no lite table, counts with
+    tiktoken and writes one; the second finds it."""
+    for table in cache.glob("*-table-*"):
+        table.unlink()
+    for _ in range(2):
+        for path in cache.iterdir():
+            if not path.name.startswith(("ranks-", "pattern-", "models-")):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        shutil.rmtree(os.environ["LOOKOUT_DATA_DIR"], ignore_errors=True)
+        yield _modules_after(args, stdin)
+
+
+@pytest.mark.parametrize("path", real_transcripts(), ids=lambda p: p.name[:40])
+def test_a_cold_measure_of_a_real_transcript_counts_from_the_table_what_tiktoken_counts(cold_cache, path):
+    """A cold run whose view holds a few hundred kilobytes of text counts them from the table
+    (``tokenizer.count_left``) once one is there: no tiktoken imported, and every part of the
+    meter as the run before it counted it with tiktoken (which wrote the table)."""
+    (first, counted), (again, lite_counted) = _cold_runs(["measure", "--json", "--no-discover", str(path)], cold_cache)
+    parts = [(p["key"], p["tokens"]) for p in json.loads(counted)["parts"]]
+    assert [(p["key"], p["tokens"]) for p in json.loads(lite_counted)["parts"]] == parts
+    assert ("tiktoken" in first) == any(tokens for _, tokens in parts)  # (one transcript holds no text)
+    assert not any(m.startswith("tiktoken") for m in again)
+
+
+def test_a_cold_compact_counts_its_view_and_note_from_the_table_as_tiktoken_does(cold_cache, tmp_path):
+    """compact --force counts its view and then its note (cut to its budget) with the lite path
+    too: the same report (tokens before and after, each stage's figures) as with tiktoken."""
+    source = min(SHARED_TRANSCRIPTS.glob("codex/rollout-*.jsonl"))  # (one compact --force summarizes)
+    report = tmp_path / "report.json"
+    reports = []
+    for modules, _ in _cold_runs(["compact", "--force", "-q", "--report", str(report), str(source)], cold_cache):
+        reports.append(modules)
+        r = json.loads(report.read_text())
+        reports.append((r["changed"], r["tokens"], [(s["stage"], s["detail"]) for s in r["stages"]]))
+    first, counted, again, lite_counted = reports
+    assert "tiktoken" in first and not any(m.startswith("tiktoken") for m in again)
+    assert counted[0] and lite_counted == counted
+
+
+def test_a_cold_run_with_more_to_count_than_the_lite_path_takes_loads_the_tokenizer(cold_cache):
+    """A view past ``lite.COLD_CHARS`` is counted by tiktoken, table or not: the lite path would
+    take longer than the tokenizer's load."""
+    runs = list(_cold_runs(["measure", "--json", "--no-discover"], cold_cache, _session(lite.COLD_CHARS * 3 // 2)))
+    assert ["tiktoken" in modules for modules, _ in runs] == [True, True]
+    assert json.loads(runs[0][1])["parts"] == json.loads(runs[1][1])["parts"]

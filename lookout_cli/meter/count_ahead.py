@@ -14,9 +14,8 @@ their counts are in. A compacted session's lines before its last boundary are no
 ahead (``Adapter.shown_from``); a shown part under a quarter of MIN_BYTES is counted by one
 forked process (``core.forked``: from the lite table when its texts are a few hundred
 kilobytes, else with the encoding loaded there), so that this one, busy reading the lines
-before it, loads none. A text counted ahead that the view does not show
-costs only its time; the counts are keyed by content, so a file that changes meanwhile gives
-no wrong count.
+before it, loads none. A text counted ahead that the view does not show costs only its time;
+the counts are keyed by content, so a file that changes meanwhile gives no wrong count.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def _core() -> tuple[Any, str] | None:
 class LiteCounter:
     """``encode_ordinary``'s count for one encoding, from its table."""
 
-    def __init__(self, split: Callable[[str], list[str]], table: Table, pat_str: str | None = None) -> None:
+    def __init__(self, split: Callable[[str], list[str]], table: Table, pat_str: str) -> None:
         self.split = split
         self.pat_str = pat_str  # (``ascii_splitter``'s, made once ASCII_CHARS were split without it)
         self.split_ascii: Callable[[str], list[str]] | None = None
@@ -283,7 +283,7 @@ class LiteCounter:
             split = self.split_ascii
             if split is None:
                 split, self.ascii_chars = self.split, self.ascii_chars + len(text)
-                if self.ascii_chars > ASCII_CHARS and self.pat_str is not None:
+                if self.ascii_chars > ASCII_CHARS:
                     split = self.split_ascii = ascii_splitter(self.pat_str) or self.split
             pieces = split(text)
         else:
