@@ -54,20 +54,20 @@ SNIFF_BYTES = 8 << 20  # a usage-only load tells the format from the lines in th
 APART_BYTES = 16 << 20  # with --jobs, the lines before the one shown are read in two processes from this much
 
 
-def _settle_span(fd: int, begin: int, end: int, make: Callable[..., Any], max_record_bytes: int) -> tuple | None:
+def _settle_span(fd: int, begin: int, end: int, make: Callable[..., Any], max_record_bytes: int,
+                 size: int) -> tuple | None:
     """In a forked process (``Run._settle``): the lines of the file open as ``fd`` from offset
-    ``begin`` to ``end`` (where lines start) read into a new reader ``make(follows=True)``;
-    (the reader, where each line ends). None at a line that is no JSON value, which the parent
-    reads with a record as its own lines (and an error, such as a line too long, fails it too)."""
+    ``begin`` to ``end`` (where lines start) read into a new reader ``make(follows=True)``, as
+    one that reads ``size`` bytes would (``reader``); (the reader, where each line ends). None
+    at a line that is no JSON value, which the parent reads with a record as its own lines (and
+    an error, such as a line too long, fails it too)."""
     index = LineIndex(fd, begin)
     settling = make(follows=True)
-    loads, add = orjson.loads, settling.add
+    read = settling.reader(size)
     for _, block in read_line_blocks(PositionalReader(fd), index, end, max_record_bytes):
         for raw in block:
-            value = loads(raw)
-            if value is None:
+            if not read(raw):
                 return None
-            add(value if type(value) is dict else None)
     return settling, index.starts[1:]
 
 
@@ -519,13 +519,14 @@ class Run:
         process into a reader of its own, joined to this one's (``Settling.join``)."""
         apart, half = None, end
         begin = lines.spans.starts[-1]
+        read = settling.reader(end - begin)  # (before the fork: what it loads, the child has)
         if jobs > 1 and end - begin >= APART_BYTES and forked.available():
             half = next_line_start(handle.fileno(), (begin + end) // 2, end) or end
             if half < end:
                 apart = forked.Forked(_settle_span, handle.fileno(), half, end, type(settling),
-                                      self.max_record_bytes)
+                                      self.max_record_bytes, end - begin)
         try:
-            self._settle_blocks(handle, lines, settling, half, memo, adapter, early)
+            self._settle_blocks(handle, lines, read, half, memo, adapter, early)
         except BaseException:
             if apart is not None:
                 apart.cancel()
@@ -534,7 +535,7 @@ class Run:
             return
         taken = apart.result()
         if not taken or not taken[1]:  # the child failed (a line it does not read, one too long): read them here
-            self._settle_blocks(handle, lines, settling, end, memo, adapter, early)
+            self._settle_blocks(handle, lines, read, end, memo, adapter, early)
             return
         later, starts = taken
         settling.join(later)
@@ -545,20 +546,14 @@ class Run:
         handle.seek(starts[-1])
         progress.update()
 
-    def _settle_blocks(self, handle: IO[bytes], lines: Lines, settling, end: int, memo: LineMemo | None,
-                       adapter: Adapter, early: EarlyItems) -> None:
-        """``_settle``'s lines up to ``end``, read here."""
-        index = lines.spans
-        loads, decode_error, add, hold = orjson.loads, orjson.JSONDecodeError, settling.add, lines.hold
+    def _settle_blocks(self, handle: IO[bytes], lines: Lines, read: Callable[[bytes], bool], end: int,
+                       memo: LineMemo | None, adapter: Adapter, early: EarlyItems) -> None:
+        """``_settle``'s lines up to ``end``, read here (by the reader's ``read``)."""
+        index, hold = lines.spans, lines.hold
         for first, block in read_line_blocks(handle, index, end, self.max_record_bytes):
             unmade = 0
             for lineno, raw in enumerate(block, first):
-                try:
-                    value = loads(raw)
-                except decode_error:
-                    value = None
-                if value is not None:
-                    add(value if type(value) is dict else None)
+                if read(raw):
                     unmade += 1
                     continue
                 hold(count=unmade)

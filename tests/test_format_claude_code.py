@@ -5,6 +5,7 @@ transcripts in tests/data/claude-code/real/."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import operator
@@ -773,6 +774,16 @@ def _own_figures(numbered: tuple[int, bytes]) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
 
+@pytest.fixture(params=["each parsed", "fields decoded"])
+def older_lines(request, monkeypatch) -> None:
+    """Both ways a load reads the lines before the last compaction (``Settling.reader``): each
+    parsed by orjson, or, as a long read does, decoded by msgspec for the fields it reads."""
+    from lookout_cli.formats import claude_settled
+
+    if request.param == "fields decoded":
+        monkeypatch.setattr(claude_settled, "FIELDS_BYTES", 0)
+
+
 def _same_view_as_every_line(lean: Transcript, data: bytes):
     """Assert that ``lean`` (a file's load) views ``data`` as a load of every line does: the
     items, every figure of the usages, the compactions and the newest leaf's time; its chain."""
@@ -791,6 +802,7 @@ def _same_view_as_every_line(lean: Transcript, data: bytes):
     return chain
 
 
+@pytest.mark.usefixtures("older_lines")
 @pytest.mark.parametrize("told_from", [None, 1], ids=["format told from 50 lines", "format told from the first"])
 @pytest.mark.parametrize("path", [p for p in real_transcripts() if "claude-code" in p.parts],
                          ids=lambda p: p.name)
@@ -843,6 +855,7 @@ def _with_uuids(value):
     return json.dumps(swap(value)).encode() + b"\n"
 
 
+@pytest.mark.usefixtures("older_lines")
 @pytest.mark.parametrize("case, lines, settled", [
     ("two older segments", _OLDER + _LAST, True),
     ("a line after the last compaction follows one before it", _OLDER + _LAST + [
@@ -1079,6 +1092,95 @@ def test_lines_read_by_two_readers_joined_are_what_one_reader_keeps_of_them(monk
         assert _what_it_read(first, uuids) == whole, cut
 
 
+def _odd_lines() -> list[bytes]:
+    """Lines of every odd kind, between lines of a session: each must be read as its parsed
+    value is (or not at all, as that is)."""
+    def response(n: int, **changes) -> dict:
+        obj = json.loads(_own_figures((n, _line(f"a{n}", f"u{n}", "assistant", f"answer {n}", f"m{n}", ts=_t(n)))))
+        for path, value in changes.items():
+            *above, key = path.split(".")
+            place = obj
+            for step in above:
+                place = place[step]
+            place[key] = value
+        return obj
+
+    def dump(obj) -> bytes:
+        return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
+
+    deep = b'"x":' + b"[" * 1000 + b"]" * 1000 + b","
+    return [
+        _line("u1", None, "user", "first", ts=_t(1)),
+        dump(response(1, **{"message.content": [{"type": "text", "text": "d\u00e9j\u00e0 vu \u2014 \U0001F600"}]})),
+        dump(response(2)).replace(b"answer 2", b"answer \xff 2"),  # not UTF-8 where no field is read
+        dump(response(3)).replace(b"answer 3", b"answer \xed\xa0\x80 3"),  # a surrogate's bytes
+        dump(response(4)).replace(b"answer 4", b"answer \\ud800 4"),  # a lone surrogate
+        dump(response(5)).replace(b"{", b"{" + deep, 1),  # nested past what msgspec takes, as deep as orjson does
+        dump(response(6, **{"message.usage.input_tokens": 2**64 - 1})),
+        dump(response(7, **{"message.usage.input_tokens": 2**70})),  # (orjson: a float)
+        dump(response(8, **{"message.usage.output_tokens": 2.0})),
+        dump(response(9, **{"message.usage.cache_creation": 13})), dump(response(10, **{"message.usage": [1]})),
+        dump(response(11, **{"message.usage": None})), dump(response(12, message="text")),
+        dump(response(13, **{"message.id": None})), dump(response(14, **{"message.model": "<synthetic>"})),
+        dump(response(15, **{"message.usage.cache_creation": {}})), dump(response(16, isApiErrorMessage=True)),
+        dump(response(17, type=["assistant"])), dump(response(18, type=None, lookoutMoved=True)),
+        dump(response(19, type="lookout-moved")), dump(response(20, isSidechain=1)), dump(response(21, uuid=5)),
+        dump(response(22, parentUuid=["u1"])), dump(response(23, timestamp=7)),
+        dump(response(24)).replace(b'{"parentUuid"', b'{"type": "user", "parentUuid"'),  # a key twice: the last
+        dump(response(25)).replace(b'"type": "assistant"', b'"type": "assistant", "type": "user"'),
+        dump(response(26)).replace(b'"timestamp"', b'"t\\u0069mestamp"'),  # a key spelled with an escape
+        _boundary("b1", "a26", _t(40)), b"null\n", b"[1, 2]\n", b"\n", b"{not json\n",
+        b'\xef\xbb\xbf' + _line("u27", "b1", "user", "a byte-order mark", ts=_t(41)),
+        _line("u28", "b1", "user", "NaN", ts=_t(42)).replace(b'"cwd"', b'"x": NaN, "cwd"'),
+        _line("u29", "u28", "user", "last", ts=_t(43)),
+    ]
+
+
+@pytest.mark.parametrize("name", [*_SPLIT_SESSIONS, "odd lines"])
+def test_a_line_decoded_for_the_fields_read_is_read_as_its_parsed_value(name):
+    """A long read decodes each line before the last compaction for the fields the reader
+    reads (msgspec, ``claude_fields``) instead of parsing all of it: line by line, it keeps
+    what the line parsed gives, and says the same of which lines are no JSON value, on the
+    real sessions and on lines of every odd kind (not UTF-8 where no field is read, a lone
+    surrogate, nested deeper than msgspec goes, counts past 64 bits or of another type, a
+    message or usage of another type, a compaction, lookout's moved lines, a key twice)."""
+    from lookout_cli.formats import claude_settled
+
+    raws = _odd_lines() if name == "odd lines" else _SPLIT_SESSIONS[name].splitlines(keepends=True)
+    parsed, decoded = claude_settled.Settling(), claude_settled.Settling()
+    by_value, by_fields = parsed.reader(0), decoded.reader(claude_settled.FIELDS_BYTES)
+    assert by_fields.__name__ == "by_fields" and by_value.__name__ == "by_value"
+    uuids = []
+    for raw in raws:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(raw)
+            if type(value) is dict and type(value.get("uuid")) is str:
+                uuids.append(value["uuid"])
+    for raw in raws:
+        assert by_fields(raw) is by_value(raw), raw
+        assert _what_it_read(decoded, uuids) == _what_it_read(parsed, uuids), raw
+    assert name != "odd lines" or len(parsed.figures.lines) > 10  # (the responses Claude Code writes among them)
+
+
+def test_a_number_past_a_doubles_range_where_no_field_is_read_is_read_as_json_parse_reads_it():
+    """The one line a long read takes that orjson does not: a number too large for a double in
+    a part of the line no field is read from (orjson calls the line no JSON; Claude Code's
+    ``JSON.parse`` reads Infinity there, and never writes one). In a field that is read, the
+    line is parsed, and refused, as orjson refuses it."""
+    from lookout_cli.formats import claude_settled
+
+    line = _own_figures((3, _line("a3", "u3", "assistant", "three", "m3", ts=_t(3))))
+    unread = line.replace(b'"cwd"', b'"durationMs": 1e400, "cwd"')
+    read = line.replace(b'"output_tokens": 7', b'"output_tokens": 1e400')
+    assert read != line
+    for raw, taken in ((unread, True), (read, False)):
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(raw)
+        decoded = claude_settled.Settling()
+        assert decoded.reader(claude_settled.FIELDS_BYTES)(raw) is taken
+        assert list(decoded.figures.lines) == ([0] if taken else [])
+
+
 def _long_session(odd_at: int | None = None) -> tuple[bytes, list[bytes]]:
     """A session of 120 exchanges, two compactions, then a short last segment (and, at line
     ``odd_at``, a line that is no JSON)."""
@@ -1097,6 +1199,7 @@ def _long_session(odd_at: int | None = None) -> tuple[bytes, list[bytes]]:
     return b"".join(line if line.startswith(b"{not") else _own_figures((n, line)) for n, line in enumerate(lines)), lines
 
 
+@pytest.mark.usefixtures("older_lines")
 @pytest.mark.parametrize("odd_at", [None, 30, 200], ids=["every line an object", "a line no JSON in the first half",
                                                           "a line no JSON in the second half"])
 def test_with_jobs_the_lines_before_the_last_compaction_are_read_in_two_processes(tmp_path, monkeypatch, odd_at):
@@ -1128,6 +1231,7 @@ def test_with_jobs_the_lines_before_the_last_compaction_are_read_in_two_processe
     assert [r.raw for r in lean.records] == data.splitlines(keepends=True)
 
 
+@pytest.mark.usefixtures("older_lines")
 @pytest.mark.parametrize("path", [p for p in real_transcripts() if "claude-code" in p.parts], ids=lambda p: p.name)
 def test_a_real_session_loaded_with_jobs_views_as_every_line_does(tmp_path, monkeypatch, path):
     """The real sessions, told their format from the first line and split however short they
@@ -1178,6 +1282,7 @@ def test_a_load_stopped_while_its_forked_reader_reads_stops_and_reaps_it(tmp_pat
         os.waitpid(children[0], os.WNOHANG)  # stopped and reaped: no longer a child of this process
 
 
+@pytest.mark.usefixtures("older_lines")
 def test_a_long_file_read_whole_makes_no_record_for_a_line_before_its_last_compaction(tmp_path):
     """Past the lines the format is told from, a line before the last compaction is parsed into
     what it gives and left unmade (``Lines``): a record is made for it only when it is asked

@@ -236,7 +236,9 @@ class Adapter:
     def settling(self) -> Any:
         """For a load of a whole file, a reader of the lines before the one it is shown from
         that keeps what they give the view instead of a node a line: its ``add(value)`` takes
-        each line in order (its parsed value, None when not a JSON object),
+        each line in order (its parsed value, None when not a JSON object), or
+        ``reader(size)``'s function each line's bytes (it parses them, in the way that pays
+        for ``size`` bytes of lines; False: no JSON value, the caller keeps a record of it),
         ``settled(records)``, once they are read, gives the value the view takes (as
         ``Transcript.settled``) or None, and ``join(later)`` takes in a reader of its type,
         made with ``follows=True``, that read the lines after these (in another process:

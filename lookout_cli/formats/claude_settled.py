@@ -23,7 +23,9 @@ import array
 import bisect
 import itertools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import orjson
 
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.times import parse_time
@@ -79,6 +81,8 @@ def settled_from(kept: tuple | list, records: Sequence[Record]) -> Settled:
 
 
 _SIDE, _BOUNDARY, _ABOVE = 1, 2, 4  # a line's flags: a sidechain line, a main compaction, a conversation line below
+FIELDS_BYTES = 32 << 20  # lines to read for which msgspec's load pays (``Settling.reader``)
+_BY_VALUE = frozenset({"system", MOVED_KIND})  # types ``Settling.reader`` reads whole
 
 
 class Settling:
@@ -106,41 +110,63 @@ class Settling:
         self.missing: list[tuple[int, str, bool]] | None = [] if follows else None
         self.missing_logical: list[tuple[int, str]] | None = [] if follows else None
 
+    def reader(self, size: int) -> Callable[[bytes], bool]:
+        """A function that reads the next line's bytes into this reader, in file order (False:
+        they are no JSON value, and the caller keeps a record of the line). Each line is parsed
+        by orjson (``add``), or with ``size`` bytes of lines to read, at least
+        ``FIELDS_BYTES``, decoded by msgspec into the fields read here (``claude_fields``)."""
+        loads, decode_error, add = orjson.loads, orjson.JSONDecodeError, self.add
+
+        def by_value(raw: bytes) -> bool:
+            try:
+                value = loads(raw)
+            except decode_error:
+                return False
+            if value is None:
+                return False
+            add(value if type(value) is dict else None)
+            return True
+
+        if size < FIELDS_BYTES:
+            return by_value
+        from lookout_cli.formats import claude_fields
+        decode, refused, take = claude_fields.decode, claude_fields.REFUSED, self._take
+
+        def by_fields(raw: bytes) -> bool:
+            try:
+                line = decode(raw)
+            except refused:
+                return by_value(raw)
+            kind = line.type
+            # a type that is no text (lookout's moved lines have none), a compaction (read
+            # whole), a line that is not ASCII and not UTF-8 (which orjson refuses): by value
+            if type(kind) is not str or kind in _BY_VALUE or not raw.isascii() and not _utf8(raw):
+                return by_value(raw)
+            take(line, kind, raw)
+            return True
+
+        return by_fields
+
     def add(self, obj: dict | None) -> None:
         """The next line's parsed value (None when it is not a JSON object)."""
-        parents, flags = self.parents, self.flags
+        flags = self.flags
         pos = len(flags)
         kind = obj.get("type") if obj is not None else None  # (``line_type``, spelled out: every line)
         if type(kind) is not str:  # (no type a chain follows; and one that is a list cannot be looked up)
             kind = MOVED_KIND if kind is None and obj is not None and MOVED_FIELD in obj else None
         uid = obj.get("uuid") if kind in CHAIN_TYPES else None
         if type(uid) is not str:  # (names no line: ``uuid_key``)
-            parents.append(-1)
+            self.parents.append(-1)
             flags.append(0)
             return
-        by_uuid = self.by_uuid
-        recent = by_uuid.recent
-        parent = obj.get("parentUuid")
-        above = -1
-        if type(parent) is str:
-            above = recent.get(parent, -1)
-            if above < 0:  # an older line, or none
-                above = by_uuid.older(parent)
-                if above < 0 and self.missing is not None:
-                    self.missing.append((pos, parent, kind in CONVERSATION_TYPES))
-        parents.append(above)
+        self._link(pos, kind, obj.get("parentUuid"))
         side = obj.get("isSidechain") is True
         flag = _SIDE if side else 0
         if kind in CONVERSATION_TYPES:
-            stamps = self.stamps
-            while above >= 0 and not flags[above] & _ABOVE:  # each line is marked once
-                flags[above] |= _ABOVE
-                stamps.pop(above, None)
-                above = parents[above]
             if not side:
                 stamp = obj.get("timestamp")
                 if type(stamp) is str:
-                    stamps[pos] = stamp
+                    self.stamps[pos] = stamp
                 if kind == "assistant" and obj.get("isApiErrorMessage") is not True:  # (``figures_of``)
                     self.figures.take(pos, obj)
                 elif kind == "system" and is_boundary(obj):
@@ -148,8 +174,53 @@ class Settling:
                     self._boundary(pos, obj)
         elif kind == MOVED_KIND and not side and obj.get("isApiErrorMessage") is not True:
             self.figures.take(pos, obj)
-        flags.append(flag)
-        recent[uid] = pos
+        self._place(uid, flag)
+
+    def _take(self, line: Any, kind: str, raw: bytes) -> None:
+        """``add`` of a line of ``kind`` (a text, none of ``_BY_VALUE``) as msgspec decoded it
+        (``reader``)."""
+        flags = self.flags
+        pos = len(flags)
+        uid = line.uuid if kind in CHAIN_TYPES else None
+        if type(uid) is not str:
+            self.parents.append(-1)
+            flags.append(0)
+            return
+        self._link(pos, kind, line.parentUuid)
+        side = line.isSidechain is True
+        if not side and kind in CONVERSATION_TYPES:
+            stamp = line.timestamp
+            if type(stamp) is str:
+                self.stamps[pos] = stamp
+            if kind == "assistant" and line.isApiErrorMessage is not True:
+                self.figures.take_fields(pos, line, raw)
+        self._place(uid, _SIDE if side else 0)
+
+    def _link(self, pos: int, kind: str, parent: Any) -> None:
+        """Note the parent a chain line at ``pos`` names, and that the lines up the chain from
+        a conversation line have one below them."""
+        by_uuid, parents = self.by_uuid, self.parents
+        above = -1
+        if type(parent) is str:
+            above = by_uuid.recent.get(parent, -1)
+            if above < 0:  # an older line, or none
+                above = by_uuid.older(parent)
+                if above < 0 and self.missing is not None:
+                    self.missing.append((pos, parent, kind in CONVERSATION_TYPES))
+        parents.append(above)
+        if kind in CONVERSATION_TYPES:
+            flags, stamps = self.flags, self.stamps
+            while above >= 0 and not flags[above] & _ABOVE:  # each line is marked once
+                flags[above] |= _ABOVE
+                stamps.pop(above, None)
+                above = parents[above]
+
+    def _place(self, uid: str, flag: int) -> None:
+        """Keep the line just linked (``_link``) as the newest with ``uid``."""
+        self.flags.append(flag)
+        by_uuid = self.by_uuid
+        recent = by_uuid.recent
+        recent[uid] = len(self.flags) - 1
         if len(recent) >= by_uuid.WINDOW:
             by_uuid.put_away()
 
@@ -270,22 +341,41 @@ class _Figures:
                   get("output_tokens"), creation.get("ephemeral_1h_input_tokens", 0) if type(creation) is dict else 0)
         if not (counts[0] or counts[1] or counts[2] or counts[3]):  # (each 0 or none: no real usage)
             return
-        model, key, numbers = message.get("model"), message.get("id"), self.numbers
-        try:
-            if model == "<synthetic>" or type(key) is not str or not key or bool in map(type, counts):
-                raise TypeError
-            numbers.extend(counts)
-        except (TypeError, OverflowError):
-            del numbers[5 * len(self.lines):]  # (what the refused count's extension added)
+        if not self._kept(pos, counts, message.get("model"), message.get("id"), obj.get("timestamp")):
             figures = response_figures(obj)
             if figures is not None:
                 self.add(pos, figures)
+
+    def take_fields(self, pos: int, line: Any, raw: bytes) -> None:
+        """``take`` of a response as msgspec decoded it (``Settling.reader``); one that ``take``
+        reads by ``response_figures`` is parsed by orjson for it."""
+        message = line.message
+        usage = message.usage if message is not None else None
+        if usage is None:
             return
-        timestamp = obj.get("timestamp")
+        creation = usage.cache_creation
+        counts = (usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens,
+                  usage.output_tokens, creation.ephemeral_1h_input_tokens if creation is not None else 0)
+        if (counts[0] or counts[1] or counts[2] or counts[3]) \
+                and not self._kept(pos, counts, message.model, message.id, line.timestamp):
+            self.take(pos, orjson.loads(raw))
+
+    def _kept(self, pos: int, counts: tuple, model: Any, key: Any, timestamp: Any) -> bool:
+        """Keep the figures of a response as Claude Code writes one: False (nothing kept) for
+        any other (no message id, a count the array refuses, a synthetic one)."""
+        numbers = self.numbers
+        try:
+            if model == "<synthetic>" or type(key) is not str or not key or bool in map(type, counts):
+                return False
+            numbers.extend(counts)
+        except (TypeError, OverflowError):
+            del numbers[5 * len(self.lines):]  # (what the refused count's extension added)
+            return False
         self.lines.append(pos)
         self.keys.append(key)
         self.models.append(sys.intern(model) if type(model) is str else None)
         self.stamps.append(timestamp if type(timestamp) is str else None)
+        return True
 
     def add(self, pos: int, figures: tuple) -> None:
         try:
@@ -419,6 +509,14 @@ class _Uuids:
                     self.others[key] = pos
             numbers, positions = bytes(numbers), kept
         self.chunks.append((numbers, positions))
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _numbers(texts: list[str]) -> bytes | None:
