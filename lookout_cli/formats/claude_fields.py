@@ -10,7 +10,7 @@ key. It checks less than orjson in what it passes over: the UTF-8 of a text (the
 checks a line that is not ASCII) and a number past a double's range (orjson refuses the
 line as not JSON; ``JSON.parse``, as Claude Code reads the file, takes it as Infinity, and
 no line Claude Code writes holds one). A line it refuses, or that holds what these fields
-cannot say (a value of another type where an object is wanted), is read by orjson.
+cannot say (a value of another type where an object or a count is wanted), is read by orjson.
 
 Imported only for a long read (``Settling.reader``): msgspec loads ``typing`` and more
 (25 ms), which a short one would not win back.
@@ -21,15 +21,17 @@ from __future__ import annotations
 import msgspec
 
 
+# A response's counts are whole numbers or none: any other value (a bool, a fraction, text)
+# makes the line one these fields cannot say, read by orjson (``Settling.reader``).
 class Creation(msgspec.Struct):
-    ephemeral_1h_input_tokens: object = 0
+    ephemeral_1h_input_tokens: int | None = 0
 
 
 class Usage(msgspec.Struct):
-    input_tokens: object = None
-    cache_creation_input_tokens: object = None
-    cache_read_input_tokens: object = None
-    output_tokens: object = None
+    input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    output_tokens: int | None = None
     cache_creation: Creation | None = None
 
 

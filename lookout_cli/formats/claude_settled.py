@@ -130,7 +130,8 @@ class Settling:
         if size < FIELDS_BYTES:
             return by_value
         from lookout_cli.formats import claude_fields
-        decode, refused, take = claude_fields.decode, claude_fields.REFUSED, self._take
+        decode, refused = claude_fields.decode, claude_fields.REFUSED
+        put, take, parents, flags = self._put, self.figures.take_fields, self.parents, self.flags
 
         def by_fields(raw: bytes) -> bool:
             try:
@@ -142,87 +143,69 @@ class Settling:
             # whole), a line that is not ASCII and not UTF-8 (which orjson refuses): by value
             if type(kind) is not str or kind in _BY_VALUE or not raw.isascii() and not _utf8(raw):
                 return by_value(raw)
-            take(line, kind, raw)
+            uid = line.uuid if kind in CHAIN_TYPES else None
+            if type(uid) is not str:
+                parents.append(-1)
+                flags.append(0)
+                return True
+            side = line.isSidechain is True
+            pos = put(kind, uid, line.parentUuid, side, line.timestamp)
+            if not side and kind == "assistant" and line.isApiErrorMessage is not True:
+                take(pos, line, raw)
             return True
 
         return by_fields
 
     def add(self, obj: dict | None) -> None:
         """The next line's parsed value (None when it is not a JSON object)."""
-        flags = self.flags
-        pos = len(flags)
         kind = obj.get("type") if obj is not None else None  # (``line_type``, spelled out: every line)
         if type(kind) is not str:  # (no type a chain follows; and one that is a list cannot be looked up)
             kind = MOVED_KIND if kind is None and obj is not None and MOVED_FIELD in obj else None
         uid = obj.get("uuid") if kind in CHAIN_TYPES else None
         if type(uid) is not str:  # (names no line: ``uuid_key``)
             self.parents.append(-1)
-            flags.append(0)
+            self.flags.append(0)
             return
-        self._link(pos, kind, obj.get("parentUuid"))
         side = obj.get("isSidechain") is True
-        flag = _SIDE if side else 0
-        if kind in CONVERSATION_TYPES:
-            if not side:
-                stamp = obj.get("timestamp")
-                if type(stamp) is str:
-                    self.stamps[pos] = stamp
-                if kind == "assistant" and obj.get("isApiErrorMessage") is not True:  # (``figures_of``)
-                    self.figures.take(pos, obj)
-                elif kind == "system" and is_boundary(obj):
-                    flag |= _BOUNDARY
-                    self._boundary(pos, obj)
-        elif kind == MOVED_KIND and not side and obj.get("isApiErrorMessage") is not True:
-            self.figures.take(pos, obj)
-        self._place(uid, flag)
-
-    def _take(self, line: Any, kind: str, raw: bytes) -> None:
-        """``add`` of a line of ``kind`` (a text, none of ``_BY_VALUE``) as msgspec decoded it
-        (``reader``)."""
-        flags = self.flags
-        pos = len(flags)
-        uid = line.uuid if kind in CHAIN_TYPES else None
-        if type(uid) is not str:
-            self.parents.append(-1)
-            flags.append(0)
+        if kind == "system" and not side and is_boundary(obj):
+            pos = len(self.flags)
+            self._boundary(pos, obj)  # (before the line is kept: its logical parent is not itself)
+            self._put(kind, uid, obj.get("parentUuid"), side, obj.get("timestamp"))
+            self.flags[pos] |= _BOUNDARY
             return
-        self._link(pos, kind, line.parentUuid)
-        side = line.isSidechain is True
-        if not side and kind in CONVERSATION_TYPES:
-            stamp = line.timestamp
-            if type(stamp) is str:
-                self.stamps[pos] = stamp
-            if kind == "assistant" and line.isApiErrorMessage is not True:
-                self.figures.take_fields(pos, line, raw)
-        self._place(uid, _SIDE if side else 0)
+        pos = self._put(kind, uid, obj.get("parentUuid"), side, obj.get("timestamp"))
+        if not side and (kind == "assistant" or kind == MOVED_KIND) and obj.get("isApiErrorMessage") is not True:
+            self.figures.take(pos, obj)  # (``figures_of``)
 
-    def _link(self, pos: int, kind: str, parent: Any) -> None:
-        """Note the parent a chain line at ``pos`` names, and that the lines up the chain from
-        a conversation line have one below them."""
-        by_uuid, parents = self.by_uuid, self.parents
+    def _put(self, kind: str, uid: str, parent: Any, side: bool, stamp: Any) -> int:
+        """Keep the next line, of ``kind`` with uuid ``uid``, naming ``parent``, and give its
+        position: the parent's position (the newest line read with that uuid), the lines up the
+        chain from a conversation line marked as having one below it (leaf candidates no more),
+        and its time while it is one."""
+        flags, parents, by_uuid = self.flags, self.parents, self.by_uuid
+        recent = by_uuid.recent
+        pos = len(flags)
         above = -1
         if type(parent) is str:
-            above = by_uuid.recent.get(parent, -1)
+            above = recent.get(parent, -1)
             if above < 0:  # an older line, or none
                 above = by_uuid.older(parent)
                 if above < 0 and self.missing is not None:
                     self.missing.append((pos, parent, kind in CONVERSATION_TYPES))
         parents.append(above)
         if kind in CONVERSATION_TYPES:
-            flags, stamps = self.flags, self.stamps
+            stamps = self.stamps
             while above >= 0 and not flags[above] & _ABOVE:  # each line is marked once
                 flags[above] |= _ABOVE
                 stamps.pop(above, None)
                 above = parents[above]
-
-    def _place(self, uid: str, flag: int) -> None:
-        """Keep the line just linked (``_link``) as the newest with ``uid``."""
-        self.flags.append(flag)
-        by_uuid = self.by_uuid
-        recent = by_uuid.recent
-        recent[uid] = len(self.flags) - 1
+            if not side and type(stamp) is str:
+                stamps[pos] = stamp
+        flags.append(_SIDE if side else 0)
+        recent[uid] = pos
         if len(recent) >= by_uuid.WINDOW:
             by_uuid.put_away()
+        return pos
 
     def _boundary(self, pos: int, obj: dict) -> None:
         if preserved_segment(obj) is not None:
@@ -341,7 +324,8 @@ class _Figures:
                   get("output_tokens"), creation.get("ephemeral_1h_input_tokens", 0) if type(creation) is dict else 0)
         if not (counts[0] or counts[1] or counts[2] or counts[3]):  # (each 0 or none: no real usage)
             return
-        if not self._kept(pos, counts, message.get("model"), message.get("id"), obj.get("timestamp")):
+        if bool in map(type, counts) or not self._kept(pos, counts, message.get("model"), message.get("id"),
+                                                       obj.get("timestamp")):
             figures = response_figures(obj)
             if figures is not None:
                 self.add(pos, figures)
@@ -361,11 +345,12 @@ class _Figures:
             self.take(pos, orjson.loads(raw))
 
     def _kept(self, pos: int, counts: tuple, model: Any, key: Any, timestamp: Any) -> bool:
-        """Keep the figures of a response as Claude Code writes one: False (nothing kept) for
-        any other (no message id, a count the array refuses, a synthetic one)."""
+        """Keep the figures of a response as Claude Code writes one (counts that are no bool):
+        False (nothing kept) for any other (no message id, a count the array refuses, a
+        synthetic one)."""
         numbers = self.numbers
         try:
-            if model == "<synthetic>" or type(key) is not str or not key or bool in map(type, counts):
+            if model == "<synthetic>" or type(key) is not str or not key:
                 return False
             numbers.extend(counts)
         except (TypeError, OverflowError):
