@@ -406,15 +406,19 @@ class _Figures:
 
     def usages(self, counted: list[int]) -> Usages | None:
         """The responses ``counted`` (``count``), as older usages; None when one of their counts
-        is past 63 bits (no number ``Usages`` holds: the chain reads every line). One response's
-        slice at a time: a list of a long session's took 18 MB."""
-        numbers = self.numbers
+        is past 63 bits (no number ``Usages`` holds: the chain reads every line). Gathered a
+        column at a time (a strided view of each count, picked in one call): a long session
+        counts tens of thousands of responses, and a slice each took a tenth of a second."""
+        numbers = memoryview(self.numbers)
+        picked = array.array("q", bytes(40 * len(counted)))
         try:
-            picked = array.array("q", itertools.chain.from_iterable(numbers[5 * n:5 * n + 5] for n in counted))
+            for column in range(5):
+                picked[column::5] = array.array("q", map(numbers[column::5].tolist().__getitem__, counted))
         except OverflowError:
             return None
-        return Usages.older_of(array.array("q", [self.lines[n] + 1 for n in counted]), picked,
-                               list(map(self.models.__getitem__, counted)), list(map(self.stamps.__getitem__, counted)))
+        positions = [self.lines[n] + 1 for n in counted]
+        return Usages.older_of(array.array("q", positions), picked, list(map(self.models.__getitem__, counted)),
+                               list(map(self.stamps.__getitem__, counted)))
 
 
 class _Uuids:
