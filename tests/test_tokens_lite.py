@@ -64,7 +64,8 @@ def tables(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
-def test_counts_equal_encode_ordinary(tables, name):
+def test_counts_equal_encode_ordinary(tables, name, monkeypatch):
+    monkeypatch.setattr(lite, "MERGES_MAX", 1 << 30)  # (every text with one counter: the guard is tested below)
     counter, enc = tables[name], tokens.get_encoding(name)
     texts = _texts()
     assert len(texts) > 2500
@@ -169,14 +170,22 @@ def _words(n: int, seed: int) -> str:
     return " ".join(rng.choice(vocabulary) + rng.choice(["", ",", ".", " 42", "\n", "()"]) for _ in range(n))
 
 
-def _session(chars: int) -> bytes:
+def _random_words(n: int, seed: int) -> str:
+    """Words of random letters: few pieces repeat, as in base64 or an unknown script."""
+    import random
+
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 11))) for _ in range(n))
+
+
+def _session(chars: int, words=_words) -> bytes:
     """A Claude Code session of prompts and answers holding about ``chars`` characters of text."""
     lines, parent, n = [], None, 0
     while sum(map(len, lines)) < chars:
         n += 1
         uid = f"00000000-0000-4000-8000-{n:012d}"
         role = "user" if n % 2 else "assistant"
-        message = {"role": role, "content": [{"type": "text", "text": _words(400, n)}]}
+        message = {"role": role, "content": [{"type": "text", "text": words(400, n)}]}
         if role == "assistant":
             message.update(id=f"msg_{n}", model="claude-sonnet-4-5", usage={"input_tokens": 10 * n, "output_tokens": 50})
         lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "type": role, "message": message,
@@ -246,3 +255,28 @@ def test_a_cold_run_with_more_to_count_than_the_lite_path_takes_loads_the_tokeni
     runs = list(_cold_runs(["measure", "--json", "--no-discover"], cold_cache, _session(lite.COLD_CHARS * 3 // 2)))
     assert ["tiktoken" in modules for modules, _ in runs] == [True, True]
     assert json.loads(runs[0][1])["parts"] == json.loads(runs[1][1])["parts"]
+
+
+def test_a_cold_run_whose_pieces_seldom_repeat_gives_way_to_the_tokenizer(cold_cache):
+    """A view within ``lite.COLD_CHARS`` whose pieces seldom repeat (random words: five to seven
+    times a real view's cost a character in Python) is handed to tiktoken once ``MERGES_MAX``
+    pieces were merged: it loads, and counts what the first run (no table yet) counted."""
+    session = _session(lite.COLD_CHARS // 2, words=_random_words)
+    runs = list(_cold_runs(["measure", "--json", "--no-discover"], cold_cache, session))
+    assert ["tiktoken" in modules for modules, _ in runs] == [True, True]
+    assert json.loads(runs[0][1])["parts"] == json.loads(runs[1][1])["parts"]
+
+
+def test_the_lite_counter_stops_after_its_merges_and_counts_as_tiktoken_until_then(tables):
+    """``LiteCounter`` merges at most ``MERGES_MAX`` new pieces; past them it says None (the full
+    tokenizer's work), and every count it gave before is tiktoken's."""
+    shared, enc = tables["o200k_base"], tokens.get_encoding("o200k_base")
+    counter = lite.LiteCounter(shared.split, shared.table, shared.pat_str)  # (its own merges)
+    given = []
+    for seed in range(200):
+        text = _random_words(300, 1000 + seed)
+        n = counter(text)
+        if n is None:
+            break
+        given.append(n == len(enc.encode_ordinary(text)))
+    assert given and all(given) and counter.merges >= lite.MERGES_MAX and counter(_random_words(5, 7)) is None

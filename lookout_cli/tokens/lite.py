@@ -21,7 +21,8 @@ checked when opened. The counts are
 ``encode_ordinary``'s (tests/test_tokens_lite.py compares them on every text of the shared
 transcripts and on hand-picked edge cases); ``tokenizer.count`` uses this path only for the
 characters a run allows it (``LITE_CHARS`` for a prompt's worth, ``COLD_CHARS`` for a cold run's
-view), and only once the table exists.
+view), only once the table exists, and only while the pieces it merges in Python are few
+(``MERGES_MAX``).
 """
 
 from __future__ import annotations
@@ -49,11 +50,17 @@ MAGIC = b"LKBPE\x02" + sys.byteorder[:1].encode() + b"\x00"  # the numbers are t
 HEAD = struct.Struct("<8sIII4x")  # magic, crc32 of what follows (zlib's: no OpenSSL to load), tokens, slots
 LITE_CHARS = 64_000  # beyond this many characters in a process (about 0.1 s of them), the full tokenizer pays
 # A cold run that knows all it has left to count (``tokenizer.count_left``) counts up to this many
-# characters here: building tiktoken's core (650 M instructions) costs what 300,000 characters of
-# a real session's view do here (2,000-2,100 a character; 1,100-1,500 in tiktoken once built: the
-# two break even at 750,000-1,000,000 on the views of the 100 and 500 MB sessions; well under
-# that, for views of fewer repeated pieces, which cost more here)
-COLD_CHARS = 400_000
+# characters here: building tiktoken's core (650 M instructions, 0.17-0.29 s) costs what 300,000
+# characters of a real session's view do here (2,000-2,100 a character, 270 ns; 1,100-1,500 in
+# tiktoken once built: the two break even at 750,000-1,000,000 on the views of the 100 and 500 MB
+# sessions). Views of few repeated pieces cost five to seven times as much a character here
+# (random words, base64): ``MERGES_MAX`` hands them to tiktoken.
+COLD_CHARS = 600_000
+# Pieces merged in Python (``merged_length``: a piece that is no token and was not seen before)
+# before the lite path gives way to the full tokenizer: the views of the 100 and 500 MB sessions
+# merge 1,944 and 2,485 (266,000 and 411,000 characters); 600,000 characters of random words or
+# base64 merge 61,000-71,000, a second's work here, and pass this bound within 0.1 s
+MERGES_MAX = 8_000
 # ASCII characters split by ``regex`` before ``ascii_splitter``'s pattern is compiled (1 ms, what
 # splitting 5,000 characters with it saves): a prompt's few kilobytes do not pay for it
 ASCII_CHARS = 8_000
@@ -274,11 +281,13 @@ class LiteCounter:
         self.ascii_chars = 0
         self.table = table
         self._known: dict[str, int] = {}  # piece -> tokens: prose and code repeat their pieces
+        self.merges = 0  # pieces merged so far (``MERGES_MAX``)
         # the table's answers: merging asks for the same pairs over and over (a C-level memo)
         self.rank = functools.lru_cache(maxsize=KNOWN_MAX)(table.rank)
 
     def __call__(self, text: str) -> int | None:
-        """The count; None for a text with a long piece to merge (the full tokenizer's work)."""
+        """The count; None for a text with a long piece to merge, or once ``MERGES_MAX`` pieces
+        were merged (the full tokenizer's work)."""
         if text.isascii():  # (a flag of the string: no scan)
             split = self.split_ascii
             if split is None:
@@ -302,10 +311,11 @@ class LiteCounter:
             data = piece.encode("utf-8")
             if len(data) == 1 or rank(data) is not None:
                 new[piece] = 1
-            elif len(data) > LONG_PIECE:
+            elif len(data) > LONG_PIECE or self.merges >= MERGES_MAX:
                 return None
             else:
                 new[piece] = merged_length(data, rank)
+                self.merges += 1
         if len(known) < KNOWN_MAX:
             known.update(new)
         return sum(filter(None, counts)) + sum(map(new.__getitem__, missing))
