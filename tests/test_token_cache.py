@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
 from lookout_cli.tokens import tokenizer as tokens
-from lookout_cli.tokens.cache import CachedCounter, TokenCache, Workers, block_key
+from lookout_cli.tokens.cache import CachedCounter, TokenCache, Workers, _encoding_tag, block_key
 
 TEXTS = [
     "def main():\n    return 0\n",
@@ -39,6 +42,27 @@ def test_a_changed_text_or_another_encoding_is_a_miss(tmp_path):
     with TokenCache("cl100k_base", path) as other:
         assert other.get(TEXTS[0]) is None
     assert block_key("o200k_base", "x") != block_key("cl100k_base", "x")
+
+
+def test_a_key_is_the_same_before_and_after_the_process_hashed_a_megabyte_and_a_few_load_no_openssl():
+    """A block's key is the sha256 of its encoding's tag and its text, made by Python's own
+    sha256 while a process has hashed under a megabyte (a prompt's keys: OpenSSL not loaded)
+    and by OpenSSL's after: the same key either way, so counts cached by one run are found by
+    the other."""
+    code = (
+        "import sys\n"
+        "from lookout_cli.tokens.cache import block_key\n"
+        "few = [block_key('o200k_base', 'text %d é' % n).hex() for n in range(50)]\n"
+        "loaded_after_few = 'hashlib' in sys.modules\n"
+        "block_key('o200k_base', 'x' * (2 << 20))\n"
+        "print(loaded_after_few, 'hashlib' in sys.modules, *few)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded_after_few, loaded_after_many, *few = done.stdout.split()
+    assert (loaded_after_few, loaded_after_many) == ("False", "True")
+    tag = _encoding_tag("o200k_base")
+    assert few == [hashlib.sha256(tag + ("text %d é" % n).encode()).digest()[:16].hex() for n in range(50)]
+    assert few == [block_key("o200k_base", "text %d é" % n).hex() for n in range(50)]
 
 
 def test_large_tables_are_read_key_by_key(tmp_path):

@@ -17,14 +17,21 @@ _hashed = 0
 _openssl = None
 
 
-def sha256(data: bytes = b""):
-    """``hashlib.sha256(data)``."""
+def sha256(data: bytes = b"", more: bytes = b""):
+    """``hashlib.sha256(data + more)``: ``more`` (a long text after a short head, say) is fed
+    as it is, not copied into one value with ``data``."""
     global _hashed, _openssl
     if _openssl is None:
-        _hashed += len(data)
+        _hashed += len(data) + len(more)
         if _hashed <= OWN_BYTES:
-            return _own(data)
+            hasher = _own(data)
+            if more:
+                hasher.update(more)
+            return hasher
         import hashlib
 
         _openssl = hashlib.sha256
-    return _openssl(data)
+    hasher = _openssl(data)
+    if more:
+        hasher.update(more)
+    return hasher

@@ -24,13 +24,12 @@ after batch while the view is built.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from lookout_cli.core import paths
+from lookout_cli.core import hashing, paths
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.tokens.tokenizer import memo_key
 
@@ -51,14 +50,13 @@ def _encoding_tag(encoding: str) -> bytes:
 
 def block_key(encoding: str, text: str) -> bytes:
     """The cache key of ``text`` counted in ``encoding``: 16 bytes of sha256."""
-    return _key(hashlib.sha256(_encoding_tag(encoding)), text)
+    return _key(_encoding_tag(encoding), text)
 
 
-def _key(tagged, text: str) -> bytes:
-    """``block_key`` from a hasher that has taken the encoding's tag (copied: one a cache)."""
-    hasher = tagged.copy()
-    hasher.update(text.encode("utf-8", "surrogatepass"))  # not joined to the tag: no copy of the text
-    return hasher.digest()[:16]
+def _key(tag: bytes, text: str) -> bytes:
+    """``block_key`` from the encoding's tag (``hashing``'s sha256: a prompt's few keys load no
+    OpenSSL; the text is not joined to the tag, which would copy it)."""
+    return hashing.sha256(tag, text.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
 class TokenCache:
@@ -68,7 +66,7 @@ class TokenCache:
                  preload_limit: int = PRELOAD_LIMIT) -> None:
         self.encoding = encoding
         self.path = Path(path) if path is not None else paths.cache_dir() / FILENAME
-        self._tagged = hashlib.sha256(_encoding_tag(encoding))  # ``_key`` copies it for each text
+        self._tag = _encoding_tag(encoding)
         self._known: dict[bytes, int] | None = None  # the table read whole, when small
         self._pending: dict[bytes, int] = {}
         self._spilled = False  # counts written since the table was read are only in it
@@ -102,7 +100,7 @@ class TokenCache:
             self._known = {}
 
     def key(self, text: str) -> bytes:
-        return _key(self._tagged, text)
+        return _key(self._tag, text)
 
     def get(self, text: str, key: bytes | None = None, spilled: bool = True) -> int | None:
         """``text``'s count, if known; with ``spilled`` False, not looked for among the counts
