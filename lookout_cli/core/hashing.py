@@ -21,17 +21,16 @@ def sha256(data: bytes = b"", more: bytes = b""):
     """``hashlib.sha256(data + more)``: ``more`` (a long text after a short head, say) is fed
     as it is, not copied into one value with ``data``."""
     global _hashed, _openssl
-    if _openssl is None:
+    make = _openssl
+    if make is None:
         _hashed += len(data) + len(more)
         if _hashed <= OWN_BYTES:
-            hasher = _own(data)
-            if more:
-                hasher.update(more)
-            return hasher
-        import hashlib
+            make = _own
+        else:
+            import hashlib
 
-        _openssl = hashlib.sha256
-    hasher = _openssl(data)
+            make = _openssl = hashlib.sha256
+    hasher = make(data)
     if more:
         hasher.update(more)
     return hasher
