@@ -69,7 +69,7 @@ class Corpus:
     """Pools of code lines, prose paragraphs and file names, read once from the repo."""
 
     def __init__(self) -> None:
-        code_files = _repo_files(("lookout_cli", "commands", "tests", "bench"), (".py",))
+        code_files = _repo_files(("lookout_cli", "tests", "bench"), (".py",))
         self.code: list[tuple[str, list[str]]] = []
         for p in code_files:
             try:

@@ -38,14 +38,10 @@ def _unit(module: str) -> str:
 
 
 def _sources() -> dict[str, Path]:
-    import lookout_cli.commands
-
     found = {}
-    for root, prefix in ((PACKAGE, "lookout_cli"), (Path(lookout_cli.commands.__file__).parent, "lookout_cli.commands")):
-        for path in root.rglob("*.py"):
-            rel = path.relative_to(root).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            found[".".join([prefix, *parts])] = path
+    for path in PACKAGE.rglob("*.py"):
+        parts = [p for p in path.relative_to(PACKAGE).with_suffix("").parts if p != "__init__"]
+        found[".".join(["lookout_cli", *parts])] = path
     return found
 
 
