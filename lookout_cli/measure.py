@@ -62,7 +62,9 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
         meter, transcript = measure_usage_input(run, settings)
     else:
         cache = not no_cache and run.flag("measure.cache", default=True)
-        meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache)
+        points = bool(json_out or report_only or plot_path or run.report_path)  # (the series: nothing else shows it)
+        meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache,
+                                          points)
     # the JSON report (a point a response: a long session's takes longer to build than the rest
     # of the meter) only where it goes
     report = to_dict(meter, run.source, fail_at) if json_out or report_only or run.report_path else None
@@ -108,13 +110,15 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
         raise CheckFailed(message)
 
 
-def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = True) -> tuple[Meter, Transcript | None]:
+def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = True,
+                  points: bool = True) -> tuple[Meter, Transcript | None]:
     """The meter of ``run``'s transcript, and the transcript read (None when the figures of a
     FILE measured before and unchanged since are reused). With ``cache``, a FILE's figures and
-    lines are remembered for the next run (meter_snapshot, line_memo)."""
+    lines are remembered for the next run (meter_snapshot, line_memo). ``points``: the meter's
+    series too (``analysis.measure``)."""
     run.start_progress()
     remembered = cache and run.source is not None
-    meter = meter_snapshot.load(run.file, settings, run.format_name) if remembered else None
+    meter = meter_snapshot.load(run.file, settings, run.format_name, points) if remembered else None
     if meter is not None:
         return meter, None
     from lookout_cli.formats.early import EarlyItems  # not needed when the figures are reused
@@ -154,7 +158,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
             transcript.memo.save(transcript)
         for record in transcript.made():
             record.node = None
-        meter = measure_view(view, settings, counter=counter)
+        meter = measure_view(view, settings, counter=counter, points=points)
     finally:
         if sink.ahead is not None:  # the run stopped before the view took what was counted ahead
             sink.ahead.close()

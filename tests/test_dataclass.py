@@ -125,3 +125,33 @@ def test_a_field_left_out_of_init_is_refused(field):
     leave out of it, or take by keyword only, would be served wrong, so it is refused."""
     with pytest.raises(TypeError, match="every field in __init__, in order, not b"):
         dataclass(type("Odd", (), {"__annotations__": {"a": "int", "b": "int"}, "b": field}))
+
+
+def test_class_variables_are_no_fields_and_what_it_cannot_make_is_refused():
+    from typing import ClassVar  # noqa: F401 - read by the annotations below only as text
+
+    @dataclass(slots=True)
+    class Kinds:
+        a: int
+        TABLE: ClassVar[dict[str, str]] = {"x": "y"}  # noqa: RUF012
+
+    assert [f.name for f in dataclasses.fields(Kinds)] == ["a"] and Kinds.TABLE == {"x": "y"} and Kinds(1).a == 1
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument 'a'"):
+        dataclass(type("Order", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 0}))
+    with pytest.raises(TypeError, match="takes no InitVar"):
+        dataclass(type("Init", (), {"__annotations__": {"a": "InitVar[int]"}}))
+
+
+def test_init_is_compiled_on_the_first_call_and_then_is_the_class_own():
+    """Most classes a run imports it never makes: their ``__init__`` is not compiled at import."""
+
+    @dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: int = 0
+
+    waiting = Point.__init__
+    assert Point(1) == Point(1, 0) and Point.__init__ is not waiting
+    assert Point.__init__.__code__.co_varnames[:3] == ("self", "x", "y")  # the compiled one, by name
+    with pytest.raises(TypeError):
+        Point(1, 2, 3)

@@ -87,8 +87,9 @@ def test_a_changed_file_is_measured_again(session):
                          ids=lambda p: p.name[:40])
 def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(path, tmp_path):
     """A real session measured by a hook, then grown by its next lines: the same invocation runs
-    without click, fails --fail-at as a run through click does, and leaves the figures a run
-    through click gives (``--json`` on the unchanged file reuses them)."""
+    without click, fails --fail-at as a run through click does, and gives the figures a run
+    through click gives (``--json`` on the unchanged file measures it for the series a quiet run
+    does not keep, from the lines it remembered, then reuses them)."""
     lines = path.read_bytes().splitlines(keepends=True)
     session = tmp_path / "session.jsonl"
     session.write_bytes(b"".join(lines[:len(lines) * 3 // 4]))
@@ -101,10 +102,12 @@ def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(pat
     assert again.again and fresh.clicked
     assert again.status == fresh.status == 1 and again.stdout == fresh.stdout == session.read_bytes()
     assert again.stderr == fresh.stderr and again.stderr.startswith(b"lookout: measure: context at")
+    remembered = orjson.loads(measure("--json", *hook[1:], str(session)).stdout)
     reused = orjson.loads(measure("--json", *hook[1:], str(session)).stdout)
     measured = orjson.loads(measure("--json", *hook[1:], "--no-cache", str(session)).stdout)
     assert replay_note in reused.pop("notes") and replay_note not in measured.pop("notes")
-    assert reused == measured
+    assert replay_note not in remembered.pop("notes")
+    assert remembered == reused == measured
 
 
 def test_a_session_gone_since_is_one_line_and_exit_2_without_click(session):

@@ -43,6 +43,17 @@ def test_an_unchanged_file_gives_the_same_figures_without_being_read_again(sessi
     assert session.stat().st_ino == inode
 
 
+def test_a_quiet_runs_figures_have_no_series_and_the_json_report_measures_for_it(session):
+    """A quiet run (a hook's, a status line's) keeps no point a response: the JSON report after it
+    measures again (its series whole), and the one after that reuses the figures."""
+    assert run_lookout("measure", "-q", "--no-discover", str(session)).returncode == 0
+    after_quiet = measure(session, "--no-discover")
+    again = measure(session, "--no-discover")
+    fresh = measure(session, "--no-discover", "--no-cache")
+    assert REUSED not in after_quiet["notes"] and REUSED in again["notes"]
+    assert after_quiet["series"] == again["series"] == fresh["series"] and len(fresh["series"]) > 1
+
+
 def test_the_warm_cache_is_worked_out_for_the_new_time(session):
     measure(session, "--no-discover")
     later = orjson.loads(run_lookout("measure", "--json", "--no-discover", "--now", "2026-01-02T00:00:00Z",

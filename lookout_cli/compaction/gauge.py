@@ -40,7 +40,8 @@ class Gauge:
     def measure(self, view: View, tokens: list[int] | None = None):
         """The meter of ``view``, whose items' tokens are ``tokens.tokenizer`` when known."""
         tokens = self.tokens(view) if tokens is None else tokens
-        m = self.meter.measure(view, self.settings, counter=self.counter, model_info=self.model_info, tokens=tokens)
+        m = self.meter.measure(view, self.settings, counter=self.counter, model_info=self.model_info, tokens=tokens,
+                               points=False)
         self._recalibrate(view, m, tokens)
         return m
 

@@ -523,7 +523,7 @@ class Meter:
     duplicates: list[DuplicateRead]
     reclaimable: list[Reclaimable]
     reclaimable_total: int
-    series: Series
+    series: Series | None  # None: not asked for (a point a response; for --json and the plot only)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -675,10 +675,12 @@ def usage_lines(usages: Sequence[Usage]) -> list[int]:
 
 
 def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,
-            tokens: list[int] | None = None) -> Meter:
+            tokens: list[int] | None = None, points: bool = True) -> Meter:
     """Measure a view. ``model_info`` is a ``models.Model`` (looked up from the settings when
     None); ``budget_info`` a ``budget.Budget`` (built from the model and settings when None);
-    ``tokens.tokenizer`` the items' tokens when the caller has them (``item_tokens``)."""
+    ``tokens.tokenizer`` the items' tokens when the caller has them (``item_tokens``);
+    ``points``: the series (a point a recorded response: a tenth of a prompt's re-measure of
+    a long session, for the JSON report and the plot only)."""
     from lookout_cli.tokens import tokenizer as toks
 
     model_name = settings.model or view.model
@@ -717,7 +719,7 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
                   counting="tokenizer" if counter.exact else "estimate", image_provider=provider, parts=parts,
                   total=total, largest_results=largest_results, last=last, calibration=ratio,
                   calibration_note=why_not, duplicates=dups, reclaimable=reclaim, reclaimable_total=reclaim_total,
-                  series=series(view, found))
+                  series=series(view, found) if points else None)
 
 
 def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:

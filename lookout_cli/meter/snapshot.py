@@ -52,8 +52,9 @@ def _setup_files(settings: Settings, cwd: str | None) -> list[list]:
     return [stamp(p) for p in paths]
 
 
-def load(path: str, settings: Settings, format_name: str | None) -> Meter | None:
-    """The stored meter of ``path`` when neither the file nor its setup changed, else None."""
+def load(path: str, settings: Settings, format_name: str | None, points: bool = True) -> Meter | None:
+    """The stored meter of ``path`` when neither the file nor its setup changed, else None (and
+    when ``points`` asks for its series, which a quiet run's meter does not hold)."""
     plan = measure_state.plan(path, settings_key(settings, format_name), totals_for=(measure_state.UNCHANGED,))
     if plan.kind != measure_state.UNCHANGED:
         return None
@@ -61,6 +62,8 @@ def load(path: str, settings: Settings, format_name: str | None) -> Meter | None
     try:
         st = os.stat(path)
         if totals["mtime_ns"] != st.st_mtime_ns or totals["setup"] != _setup_files(settings, totals["cwd"]):
+            return None
+        if points and totals["meter"].get("series") is None:
             return None
         meter = _decode(Meter, totals["meter"])
         at = parse_time(totals["warm_at"])
