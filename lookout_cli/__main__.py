@@ -51,10 +51,10 @@ def leave(code: int) -> None:
     work (the interpreter waits for it) or a Python without the handlers' runner: the usual exit."""
     import atexit
     import os
-    import threading
 
     run_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if run_handlers is None or threading.active_count() > 1:
+    threading = sys.modules.get("threading")  # (not imported: no thread was started through it)
+    if run_handlers is None or threading is not None and threading.active_count() > 1:
         sys.exit(code)
     try:
         if sys.stdout is not None:

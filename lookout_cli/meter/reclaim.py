@@ -4,11 +4,9 @@ the largest items a compaction could clear."""
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import re
-import shlex
 from dataclasses import field
 
 from lookout_cli.core.dataclass import dataclass
@@ -85,6 +83,8 @@ def _shell_read(command: Any) -> tuple[str, str] | None:
         if not _SHLEX_SPECIAL(command):
             words = command.split()  # what shlex would make of it, at a fraction of the cost
         else:
+            import shlex  # (here: most runs meet no such command)
+
             try:
                 words = shlex.split(command)
             except ValueError:
@@ -241,8 +241,8 @@ def reclaimable(view: View, tokens: list[int], limit: int = TOP_RECLAIMABLE,
             found.append((tokens[n], item.record.lineno, n, "image" if item.kind == IMAGE else "tool_result",
                           "the agent has already read it (before its latest step)"))
     top = []
-    # the largest first (sorted(found)[:limit]: a long session finds thousands, a report shows ten)
-    for count, line, n, kind, why in heapq.nsmallest(limit, found, key=lambda f: (-f[0], f[1])):
+    # the largest first (thousands sorted in C cost less than importing heapq for its nsmallest)
+    for count, line, n, kind, why in sorted(found, key=lambda f: (-f[0], f[1]))[:limit]:
         item = items[n]
         tool = tool_name(item, calls) if item.kind == TOOL_RESULT or item.call_id else None
         top.append(Reclaimable(kind, count, line, tool, item.call_id, call_target(item, calls), why))

@@ -13,7 +13,7 @@ raises on text that merely mentions ``<|endoftext|>``, which transcripts about t
 
 from __future__ import annotations
 
-import threading
+import _thread
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -92,7 +92,7 @@ ENCODINGS: dict[str, EncodingSpec] = {
 
 _loaded: dict[str, tiktoken.Encoding] = {}
 _lengths: dict[str, Callable[[str], int]] = {}  # exact_length: the count function of each loaded encoding
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # threading.Lock, without importing threading (a prompt's run starts none)
 
 
 def _spec(name: str) -> EncodingSpec:
