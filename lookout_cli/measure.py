@@ -29,8 +29,7 @@ from lookout_cli.options import Run, usage_error, write_stdout
 def measure_again(flags: dict) -> int:
     """A quiet measure run again with the flags click read for the same invocation before
     (``replay``), without click; its exit status."""
-    gc.set_threshold(100_000, 20, 100)  # as cli.main sets it
-    try:
+    try:  # (the collector's threshold as cli.main sets it: __main__ set it first)
         run_measure(Run.from_flags("measure", flags), **flags)
     except (Exception, KeyboardInterrupt) as exc:
         return outcome(exc, debugging(sys.argv[1:]))
