@@ -155,3 +155,21 @@ def test_init_is_compiled_on_the_first_call_and_then_is_the_class_own():
     assert Point.__init__.__code__.co_varnames[:3] == ("self", "x", "y")  # the compiled one, by name
     with pytest.raises(TypeError):
         Point(1, 2, 3)
+
+
+def test_the_standard_dataclass_builds_on_ours():
+    """A standard dataclass made from one of ours reads its fields and whether it is frozen."""
+
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        x: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Child(Base):
+        y: int = 0
+
+    assert [f.name for f in dataclasses.fields(Child)] == ["x", "y"] and Child(1, 2).y == 2
+    with pytest.raises(TypeError, match="non-frozen dataclass from a frozen one"):
+        @dataclasses.dataclass
+        class Thawed(Base):
+            z: int = 0

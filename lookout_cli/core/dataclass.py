@@ -49,7 +49,7 @@ def dataclass(cls: type | None = None, /, *, frozen: bool = False, slots: bool =
         if slots:
             cls = _slotted(cls, own, names)
         cls.__dataclass_fields__ = fields
-        cls.__dataclass_params__ = _params(frozen, eq)
+        cls.__dataclass_params__ = _params(frozen, eq, repr, slots)
         cls._shown = tuple(f.name for f in fields.values() if f.repr)
         cls._compared = tuple(f.name for f in fields.values() if f.compare)
         cls._hashed = tuple(f.name for f in fields.values() if (f.compare if f.hash is None else f.hash))
@@ -130,18 +130,14 @@ def _slots(cls: type) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
 
 
-def _params(frozen: bool, eq: bool) -> Any:
+def _params(frozen: bool, eq: bool, repr: bool, slots: bool) -> Any:
     """``__dataclass_params__`` as the standard ``dataclass`` sets it (a dataclass made by it
     from one of ours reads ``frozen`` there)."""
+    first = {"init": True, "repr": repr, "eq": eq, "order": False, "unsafe_hash": False, "frozen": frozen}
     try:
-        return dataclasses._DataclassParams(init=True, repr=True, eq=eq, order=False, unsafe_hash=False, frozen=frozen,
-                                            **_LATER_PARAMS)
+        return dataclasses._DataclassParams(**first, match_args=True, kw_only=False, slots=slots, weakref_slot=False)
     except TypeError:  # Python 3.11: the first six only
-        _LATER_PARAMS.clear()
-        return dataclasses._DataclassParams(init=True, repr=True, eq=eq, order=False, unsafe_hash=False, frozen=frozen)
-
-
-_LATER_PARAMS = {"match_args": True, "kw_only": False, "slots": False, "weakref_slot": False}
+        return dataclasses._DataclassParams(**first)
 
 
 def _first_init(cls: type, frozen: bool):
