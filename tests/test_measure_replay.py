@@ -32,7 +32,7 @@ class Outcome:
         self.status = done.returncode
         self.stdout = done.stdout
         self.stderr = b"".join(line for line in lines if not line.startswith(b"import time:"))
-        names = {line.rsplit(b"|", 1)[-1].strip() for line in imports}
+        self.names = names = {line.rsplit(b"|", 1)[-1].strip() for line in imports}
         self.clicked = b"click" in names
         measured = b"lookout_cli.measure" in names
         self.replayed = bool(imports) and not self.clicked and not measured
@@ -100,6 +100,8 @@ def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(pat
     again = measure(*hook, str(session))
     fresh = measure(*hook, str(session), LOOKOUT_CACHE_DIR=str(tmp_path / "fresh"))
     assert again.again and fresh.clicked
+    # what such a run leaves out (ARCHITECTURE.md): the modules a prompt's run has no use for
+    assert not again.names & {b"typing", b"threading", b"heapq", b"base64", b"_hashlib", b"tiktoken"}, again.names
     assert again.status == fresh.status == 1 and again.stdout == fresh.stdout == session.read_bytes()
     assert again.stderr == fresh.stderr and again.stderr.startswith(b"lookout: measure: context at")
     remembered = orjson.loads(measure("--json", *hook[1:], str(session)).stdout)
