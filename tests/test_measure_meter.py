@@ -118,6 +118,24 @@ def test_the_meter_reads_older_usages_by_column_as_it_reads_usages():
     assert figures[0][0][5:7] == (9, 3) and figures[0][4][0][4] == made[5].prompt  # priced, unpriced; after the first
 
 
+def test_the_older_usages_add_up_by_model_as_their_columns_do():
+    """What the line memo keeps of the older usages instead of adding their columns up on every
+    run: by model, in the order they come, each 1-hour write at most its write (a negative
+    write, which only a damaged line holds, counted as the columns count it)."""
+    made = [Usage(Line(n), input=n, cache_write=(-5 if n == 10 else 7 * n), cache_read=1_000 * n, output=n,
+                  cache_write_1h=(2 * n if n % 3 == 0 else 0), model=("a", "b", "c")[n % 2 if n < 10 else 2])
+            for n in range(1, 11)]
+    totals = _older_and_recent(made, 10).older_totals()
+    assert list(totals) == ["b", "a", "c"]
+    for model, (count, uncached, write, read, output, hour, hour_min, some, highest) in totals.items():
+        mine = [u for u in made if u.model == model]
+        assert (count, uncached, write, read, output, hour) == (len(mine), *(sum(getattr(u, k) for u in mine) for k in (
+            "input", "cache_write", "cache_read", "output", "cache_write_1h")))
+        assert hour_min == sum(min(u.cache_write_1h, u.cache_write) for u in mine)
+        assert some == any(u.cache_write_1h for u in mine) and highest == max(u.prompt for u in mine)
+    assert totals["c"][6:8] == (-5, 0)  # no 1-hour write: each min is the write below 0
+
+
 def test_the_points_a_compaction_comes_before_are_found_in_and_out_of_file_order():
     """A point comes after a compaction when one lies after the previous point's line (the
     first point: after line 0), up to its own: found by halving when the usages run in file

@@ -66,17 +66,17 @@ def settled(chain: Chain, view: View) -> Settled | None:
 def settled_plain(found: Settled) -> tuple:
     """``found`` as values ``marshal`` keeps (the line memo's, one after the other: no one of
     them holds a long session's every response), ``settled_from`` reverses it: the usages by
-    column (``Usages``), their lines and figures in arrays."""
+    column (``Usages``), their lines and figures in arrays, and what they add up to by model."""
     usages = found.usages
     compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
     return (found.at, tuple(found.keys), usages.lines, usages.numbers, tuple(usages.models), tuple(usages.stamps),
-            compactions, found.latest)
+            compactions, found.latest, usages.older_totals())
 
 
 def settled_from(kept: tuple | list, records: Sequence[Record]) -> Settled:
-    at, keys, lines, numbers, models, stamps, compactions, latest = kept
+    at, keys, lines, numbers, models, stamps, compactions, latest, totals = kept
     # (marshal gives an array's bytes)
-    usages = Usages.older_of(array.array("q", lines), array.array("q", numbers), list(models), list(stamps))
+    usages = Usages.older_of(array.array("q", lines), array.array("q", numbers), list(models), list(stamps), totals)
     return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 

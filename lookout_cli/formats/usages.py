@@ -5,6 +5,8 @@ read of either (``split_usages``)."""
 from __future__ import annotations
 
 import array
+import itertools
+import operator
 from collections.abc import Iterator, Sequence
 
 from lookout_cli.core.jsonl import Line
@@ -19,9 +21,10 @@ class Usages(Sequence):
     session's last boundary, read into a summary) by column, no object each (a long session
     records tens of thousands), then the others as ``Usage``s (``recent``). An older one is made
     a ``Usage`` when it is asked for (a new one each time: figures, not an object to keep).
-    The meter's passes over every usage read the columns (``older_figures``)."""
+    The meter's passes over every usage read the columns (``older_figures``), or what they add
+    up to (``older_totals``)."""
 
-    __slots__ = ("_figures", "lines", "models", "numbers", "recent", "stamps")
+    __slots__ = ("_figures", "_totals", "lines", "models", "numbers", "recent", "stamps")
 
     def __init__(self, recent: list[Usage] | None = None) -> None:
         self.recent = recent if recent is not None else []
@@ -30,11 +33,13 @@ class Usages(Sequence):
         self.models: list[str | None] = []
         self.stamps: list[str | None] = []
         self._figures: tuple[list[int], ...] | None = None  # ``older_figures``, once worked out
+        self._totals: dict[str | None, tuple[int, ...]] | None = None  # ``older_totals``, once worked out
 
     @classmethod
-    def older_of(cls, lines, numbers, models: list, stamps: list) -> Usages:
+    def older_of(cls, lines, numbers, models: list, stamps: list, totals: dict | None = None) -> Usages:
         usages = cls()
         usages.lines, usages.numbers, usages.models, usages.stamps = lines, numbers, models, stamps
+        usages._totals = totals
         return usages
 
     def __len__(self) -> int:
@@ -90,6 +95,11 @@ class Usages(Sequence):
             kept.stamps.append(usage.timestamp)
         return kept
 
+    def copy(self) -> Usages:
+        """The older usages (their columns, and what they add up to) in a ``Usages`` of their
+        own, with no recent one (a view adds its own)."""
+        return Usages.older_of(self.lines, self.numbers, self.models, self.stamps, self._totals)
+
     def older_figures(self) -> tuple[list[int], ...]:
         """The older usages' inputs, cache writes, cache reads, outputs and 1-hour writes, a
         list each (the same lists every time: the meter reads them three times; not to change)."""
@@ -97,6 +107,29 @@ class Usages(Sequence):
             numbers = self.numbers
             self._figures = tuple(numbers[k::5].tolist() for k in range(5))
         return self._figures
+
+    def older_totals(self) -> dict[str | None, tuple[int, ...]]:
+        """Each model's older usages added up, the models in the order they come: (count,
+        inputs, cache writes, cache reads, outputs, 1-hour writes, 1-hour writes each at most
+        its response's write, whether any 1-hour write is not 0, the highest prompt). Kept with the columns (``settled_plain``): a
+        prompt's re-measure of a long session then adds up no column."""
+        if self._totals is None:
+            figures, models = self.older_figures(), self.models
+            distinct = dict.fromkeys(models)
+            totals = {}
+            for model in distinct:
+                columns = figures
+                if len(distinct) > 1:  # its own responses' figures
+                    mask = list(map(operator.eq, models, itertools.repeat(model)))
+                    columns = tuple(list(itertools.compress(column, mask)) for column in figures)
+                u, w, r, o, h = columns
+                prompts = map(operator.add, map(operator.add, u, w), r)
+                some = any(h)  # (else each min is the write's when below 0: mostly none to add)
+                totals[model] = (len(u), sum(u), sum(w), sum(r), sum(o), sum(h),
+                                 sum(map(min, h, w)) if some else sum(filter((0).__gt__, w)), int(some),
+                                 max(prompts, default=0))
+            self._totals = totals
+        return self._totals
 
 
 def split_usages(usages: Sequence[Usage]) -> tuple[Usages | None, Sequence[Usage]]:

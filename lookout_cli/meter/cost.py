@@ -51,9 +51,11 @@ class CacheTotals:
 def cache_totals(usages: Sequence[Usage]) -> CacheTotals:
     older, recent = split_usages(usages)
     requests = uncached = write = write_1h = read = output = 0
-    if older is not None:  # by column
+    if older is not None:  # added up by model (kept with them)
         requests = len(older.lines)
-        uncached, write, read, output, write_1h = map(sum, older.older_figures())
+        for _, uncached_, write_, read_, output_, write_1h_, *_ in older.older_totals().values():
+            uncached, write, read, output, write_1h = (uncached + uncached_, write + write_, read + read_,
+                                                       output + output_, write_1h + write_1h_)
     for u in recent:  # locals: a long session records tens of thousands
         requests += 1
         uncached += u.input
@@ -154,22 +156,39 @@ def _usage(figures: tuple) -> Usage:
 
 def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], default_model: str | None) -> Cost:
     """The cost of every recorded response, each at its own model's prices (responses of one
-    model and rate priced together: the same dollars up to float rounding)."""
+    model and rate priced together: the same dollars up to float rounding). The responses of a
+    model are priced from what they add up to (the older ones' kept: ``Usages.older_totals``),
+    and one by one only when some prompt passed the model's long-context threshold or a price
+    is unknown."""
     cost = Cost(usd=None)
-    by_name: dict[str | None, list[list[int]]] = {}  # the model each is priced at: its responses' figures
-    for model, figures in _figures_by_model(usages).items():
+    older, recent = split_usages(usages)
+    # the model each is priced at: its responses added up as ``older_totals`` adds them
+    by_name: dict[str | None, list[int]] = {}
+    added = [*(older.older_totals().items() if older is not None else ()),
+             *((u.model, (1, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h,
+                          min(u.cache_write_1h, u.cache_write), int(bool(u.cache_write_1h)), u.prompt))
+               for u in recent)]
+    for model, totals in added:
         name = model if model and not model.startswith("<") else default_model
-        if name in by_name:
-            for column, more in zip(by_name[name], figures):
-                column += more
+        sums = by_name.get(name)
+        if sums is None:
+            by_name[name] = list(totals)
         else:
-            by_name[name] = figures
-    for name, figures in by_name.items():
+            sums[:7] = map(operator.add, sums[:7], totals[:7])
+            sums[7:] = map(max, sums[7:], totals[7:])  # (any 1-hour write, the highest prompt)
+    for name, (count, uncached, write, read, output, _, hour, any_hour, highest) in by_name.items():
         model = model_for(name)
         if model is None or not getattr(model, "known", True):
-            cost.unpriced += len(figures[0])
+            cost.unpriced += count
             continue
         threshold = getattr(model, "long_context_threshold", None)
+        parts = None
+        if threshold is None or highest <= threshold:  # (``_summed``: a 1-hour write at most its write)
+            parts = usage_cost(_usage((uncached, write, read, output, hour if any_hour else 0)), model, False)
+        if parts is not None:
+            _add(cost, parts, model, count)
+            continue
+        figures = _figures_of(usages, name, default_model)
         rates = [(False, figures)]
         if threshold is not None:
             prompts = map(operator.add, map(operator.add, figures[0], figures[1]), figures[2])
@@ -186,6 +205,16 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
     if cost.priced:
         cost.usd = cost.input + cost.cache_write + cost.cache_read + cost.output
     return cost
+
+
+def _figures_of(usages: Sequence[Usage], name: str | None, default_model: str | None) -> list[list[int]]:
+    """The figures by column of the responses priced at model ``name`` (``total_cost``)."""
+    figures: list[list[int]] = [[] for _ in _FIGURES]
+    for model, more in _figures_by_model(usages).items():
+        if (model if model and not model.startswith("<") else default_model) == name:
+            for column, added in zip(figures, more):
+                column += added
+    return figures
 
 
 def _add(cost: Cost, parts: dict[str, float] | None, model, n: int = 1) -> None:

@@ -63,7 +63,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITEC
 if TYPE_CHECKING:
     from typing import IO, Any
 
-VERSION = 12  # the file's layout, what a kept node and a packed item look like (12: the older usages' figures in an array)
+VERSION = 13  # the file's layout, what a kept node and a packed item look like (13: the older usages added up by model)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
