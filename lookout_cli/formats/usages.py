@@ -109,27 +109,31 @@ class Usages(Sequence):
         return self._figures
 
     def older_totals(self) -> dict[str | None, tuple[int, ...]]:
-        """Each model's older usages added up, the models in the order they come: (count,
-        inputs, cache writes, cache reads, outputs, 1-hour writes, 1-hour writes each at most
-        its response's write, whether any 1-hour write is not 0, the highest prompt). Kept with the columns (``settled_plain``): a
-        prompt's re-measure of a long session then adds up no column."""
+        """``totals_by_model`` of the older usages, once worked out. Kept with the columns
+        (``settled_plain``): a prompt's re-measure of a long session then adds up no column."""
         if self._totals is None:
-            figures, models = self.older_figures(), self.models
-            distinct = dict.fromkeys(models)
-            totals = {}
-            for model in distinct:
-                columns = figures
-                if len(distinct) > 1:  # its own responses' figures
-                    mask = list(map(operator.eq, models, itertools.repeat(model)))
-                    columns = tuple(list(itertools.compress(column, mask)) for column in figures)
-                u, w, r, o, h = columns
-                prompts = map(operator.add, map(operator.add, u, w), r)
-                some = any(h)  # (else each min is the write's when below 0: mostly none to add)
-                totals[model] = (len(u), sum(u), sum(w), sum(r), sum(o), sum(h),
-                                 sum(map(min, h, w)) if some else sum(filter((0).__gt__, w)), int(some),
-                                 max(prompts, default=0))
-            self._totals = totals
+            self._totals = totals_by_model(self.older_figures(), self.models)
         return self._totals
+
+
+def totals_by_model(figures: Sequence[list[int]], models: list[str | None]) -> dict[str | None, tuple[int, ...]]:
+    """Responses' figures by column (inputs, cache writes, cache reads, outputs, 1-hour writes)
+    added up by model, the models in the order they come: (count, the five sums, the 1-hour
+    writes each at most its response's write, whether any 1-hour write is not 0, the highest
+    prompt). Sums made in C, not a loop of Python a response."""
+    distinct = dict.fromkeys(models)
+    totals = {}
+    for model in distinct:
+        columns = figures
+        if len(distinct) > 1:  # its own responses' figures
+            mask = list(map(operator.eq, models, itertools.repeat(model)))
+            columns = [list(itertools.compress(column, mask)) for column in figures]
+        u, w, r, o, h = columns
+        prompts = map(operator.add, map(operator.add, u, w), r)
+        some = any(h)  # (else each min is the write's when below 0: mostly none to add)
+        totals[model] = (len(u), sum(u), sum(w), sum(r), sum(o), sum(h),
+                         sum(map(min, h, w)) if some else sum(filter((0).__gt__, w)), int(some), max(prompts, default=0))
+    return totals
 
 
 def split_usages(usages: Sequence[Usage]) -> tuple[Usages | None, Sequence[Usage]]:

@@ -12,7 +12,7 @@ from dataclasses import field
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.times import iso, parse_time
-from lookout_cli.formats.usages import split_usages
+from lookout_cli.formats.usages import split_usages, totals_by_model
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover
@@ -164,11 +164,9 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
     older, recent = split_usages(usages)
     # the model each is priced at: its responses added up as ``older_totals`` adds them
     by_name: dict[str | None, list[int]] = {}
-    added = [*(older.older_totals().items() if older is not None else ()),
-             *((u.model, (1, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h,
-                          min(u.cache_write_1h, u.cache_write), int(bool(u.cache_write_1h)), u.prompt))
-               for u in recent)]
-    for model, totals in added:
+    recent_totals = totals_by_model([list(map(operator.attrgetter(k), recent)) for k in _FIGURES],
+                                    [u.model for u in recent])
+    for model, totals in [*(older.older_totals().items() if older is not None else ()), *recent_totals.items()]:
         name = model if model and not model.startswith("<") else default_model
         sums = by_name.get(name)
         if sums is None:
