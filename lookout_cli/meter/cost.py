@@ -51,11 +51,9 @@ class CacheTotals:
 def cache_totals(usages: Sequence[Usage]) -> CacheTotals:
     older, recent = split_usages(usages)
     requests = uncached = write = write_1h = read = output = 0
-    if older is not None:  # added up by model (kept with them)
+    if older is not None:  # added up by model (kept with them): the models' sums added
         requests = len(older.lines)
-        for _, uncached_, write_, read_, output_, write_1h_, *_ in older.older_totals().values():
-            uncached, write, read, output, write_1h = (uncached + uncached_, write + write_, read + read_,
-                                                       output + output_, write_1h + write_1h_)
+        uncached, write, read, output, write_1h = list(map(sum, zip(*older.older_totals().values())))[1:6]
     for u in recent:  # locals: a long session records tens of thousands
         requests += 1
         uncached += u.input
