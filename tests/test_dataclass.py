@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from typing import ClassVar  # noqa: F401 - the standard dataclass finds it by name in this module
 
 import orjson
 import pytest
@@ -128,8 +129,6 @@ def test_a_field_left_out_of_init_is_refused(field):
 
 
 def test_class_variables_are_no_fields_and_what_it_cannot_make_is_refused():
-    from typing import ClassVar  # noqa: F401 - read by the annotations below only as text
-
     @dataclass(slots=True)
     class Kinds:
         a: int
@@ -157,8 +156,19 @@ def test_init_is_compiled_on_the_first_call_and_then_is_the_class_own():
         Point(1, 2, 3)
 
 
-def test_the_standard_dataclass_builds_on_ours():
-    """A standard dataclass made from one of ours reads its fields and whether it is frozen."""
+def test_the_standard_dataclass_builds_on_ours_and_ours_on_it():
+    """A standard dataclass made from one of ours reads its fields and whether it is frozen; one
+    of ours made from a standard one takes its fields, not its class variables."""
+    @dataclasses.dataclass
+    class Standard:
+        a: int
+        KIND: ClassVar[str] = "standard"
+
+    @dataclass(slots=True)
+    class Ours(Standard):
+        b: int = 0
+
+    assert [f.name for f in dataclasses.fields(Ours)] == ["a", "b"] and Ours(1, 2).b == 2 and Ours.KIND == "standard"
 
     @dataclass(frozen=True, slots=True)
     class Base:

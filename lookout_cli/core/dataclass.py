@@ -79,8 +79,9 @@ def _fields(cls: type, own: dict) -> dict[str, dataclasses.Field]:
     order, as the standard ``dataclass`` makes them. An annotation is read as written (with
     ``from __future__ import annotations``, a string): ``ClassVar`` ones are no fields."""
     fields: dict[str, dataclasses.Field] = {}
-    for base in cls.__mro__[-1:0:-1]:
-        fields.update(getattr(base, "__dataclass_fields__", None) or {})
+    for base in cls.__mro__[-1:0:-1]:  # (a standard dataclass's keeps its class variables there too)
+        fields.update((name, f) for name, f in (getattr(base, "__dataclass_fields__", None) or {}).items()
+                      if f._field_type is dataclasses._FIELD)
     defaulted = None
     for name, kind in own.get("__annotations__", {}).items():
         head = (kind if isinstance(kind, str) else repr(kind)).partition("[")[0].rpartition(".")[2]
