@@ -161,7 +161,10 @@ class Adapter(_Base):
         return transcript.kept("chain", lambda: _chain_of(transcript))
 
     def settled(self, transcript: Transcript, known: int = 0) -> tuple[int, Any] | None:
-        found = settled(self.chain(transcript), transcript.view())
+        chain = self.chain(transcript)
+        if chain.settle is not None and chain.settle[0] == known:  # the memo holds it: not made again
+            return None
+        found = settled(chain, transcript.view())
         return (found.at, settled_plain(found)) if found is not None and found.at != known else None
 
     def view(self, transcript: Transcript) -> View:
