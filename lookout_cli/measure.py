@@ -23,7 +23,7 @@ from lookout_cli.meter.analysis import PRESETS, Meter, Settings, measure_usage
 from lookout_cli.meter.analysis import measure as measure_view
 from lookout_cli.meter.cost import last_timed
 from lookout_cli.meter.report import render, to_dict
-from lookout_cli.options import Run, usage_error, write_stdout
+from lookout_cli.options import APART_BYTES, Run, usage_error, write_stdout
 
 
 def measure_again(flags: dict) -> int:
@@ -133,7 +133,7 @@ def measure_input(run: Run, settings: Settings, jobs: int = 1, cache: bool = Tru
         from lookout_cli.tokens.tokenizer import encoding_for_model
 
         ahead = count_ahead.start(run.file if run.source is not None else None, run.format_name,
-                                  encoding_for_model(settings.model), jobs, cache)
+                                  encoding_for_model(settings.model), jobs, cache, APART_BYTES)
     sink = CountingSink(lambda model: make_counter(settings.model or model, settings, jobs, cache), jobs, ahead)
     frozen = False
     try:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_WARNED_LINES = 10
 SNIFF_BYTES = 8 << 20  # a usage-only load tells the format from the lines in this much at most
 APART_BYTES = 16 << 20  # with --jobs, the lines before the one shown are read in two processes from this much
+COUNT_WEIGHT = 30  # a byte of lines counted costs about as much as this many read before the one shown
 
 
 def _settle_span(fd: int, begin: int, end: int, make: Callable[..., Any], max_record_bytes: int,
@@ -521,7 +522,11 @@ class Run:
         begin = lines.spans.starts[-1]
         read = settling.reader(end - begin)  # (before the fork: what it loads, the child has)
         if jobs > 1 and end - begin >= APART_BYTES and forked.available():
-            half = next_line_start(handle.fileno(), (begin + end) // 2, end) or end
+            # this process also counts the last segment while the other reads (``EarlyItems.idle``):
+            # it reads that much less, so that the two end together
+            counted = COUNT_WEIGHT * (early.idle(work=False) if early is not None else 0)
+            share = max(0.2, (end - begin - counted) / (2 * (end - begin)))
+            half = next_line_start(handle.fileno(), begin + int(share * (end - begin)), end) or end
             if half < end:
                 apart = forked.Forked(_settle_span, handle.fileno(), half, end, type(settling),
                                       self.max_record_bytes, end - begin)
@@ -533,6 +538,8 @@ class Run:
             raise
         if apart is None:
             return
+        if early is not None:
+            early.idle()  # (what the other process reads meanwhile)
         taken = apart.result()
         if not taken or not taken[1]:  # the child failed (a line it does not read, one too long): read them here
             self._settle_blocks(handle, lines, read, end, memo, adapter, early)

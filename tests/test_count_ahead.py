@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, lookout_exe, real_transcripts
 
 from lookout_cli import options
+from lookout_cli.core import forked
 from lookout_cli.formats.claude_items import counted_texts
 from lookout_cli.measure import measure_input
 from lookout_cli.meter import count_ahead
@@ -145,6 +146,18 @@ def test_a_compacted_session_is_counted_ahead_from_its_last_boundary_in_one_work
     ahead.close()
     assert not tokens.is_loaded("cl100k_base")  # the worker loaded its encoding, this process did not
     assert counts == {tokens.memo_key(t): tokens.count(t, "cl100k_base") for t in texts}
+    # lines before the boundary read in two processes (``split_from`` bytes or more): no third
+    # one; this process counts the end while it waits for the other (``EarlyItems.idle``)
+    ahead = count_ahead.start(str(path), None, "o200k_base", 2, False, split_from=boundary)
+    assert ahead is not None and ahead.workers is None and type(ahead.pending) is count_ahead.Idle
+    assert ahead.idle() == len(data) - boundary and not ahead.pending.ready()
+    ahead.work()
+    assert ahead.pending.ready() and ahead.pending.span[0] == -1  # counted, its file closed
+    assert ahead.counts() == {tokens.memo_key(t): tokens.count(t) for t in texts}
+    ahead.close()
+    ahead = count_ahead.start(str(path), None, "o200k_base", 2, False, split_from=boundary + 1)
+    assert type(ahead.pending) is forked.Forked  # lines before it too few to split: a forked counter
+    ahead.close()
 
 
 def test_no_counting_ahead_for_small_inputs_pipes_or_formats_that_cannot_tell(tmp_path, session, monkeypatch):
@@ -264,7 +277,7 @@ def long_compacted(tmp_path_factory):
 
 def test_a_long_compacted_session_measured_with_jobs_gives_the_report_of_one_job(long_compacted, tmp_path):
     """``--jobs 2`` on a long compacted session: the lines before its last compaction are read
-    in two processes and its end counted in a third, which loads the encoding. The report is
+    in two processes, the first of which counts its end while it waits for the second. The report is
     that of one job, from standard input and from FILE; and the line memo the split run leaves
     measures the grown file as a cold run of it does."""
     one, two = reports_by_jobs(long_compacted)

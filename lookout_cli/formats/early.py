@@ -45,6 +45,12 @@ class EarlyItems:
             self.before = adapter.settling()
         return self
 
+    def idle(self, work: bool = True) -> int:
+        """The sink's ``idle``: the bytes of lines it counts while this process waits (with
+        ``work``, now); 0 without one."""
+        idle = getattr(self.sink, "idle", None)
+        return idle(work) if idle is not None else 0
+
     def before_shown(self, record) -> bool:
         """Whether ``record`` is a line before the one shown from whose value the adapter's
         reader of such lines takes (``settles``)."""

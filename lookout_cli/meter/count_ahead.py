@@ -14,7 +14,9 @@ their counts are in. A compacted session's lines before its last boundary are no
 ahead (``Adapter.shown_from``); a shown part under a quarter of MIN_BYTES is counted by one
 forked process (``core.forked``: from the lite table when its texts are a few hundred
 kilobytes, else with the encoding loaded there), so that this one, busy reading the lines
-before it, loads none. A text counted ahead that the view does not show costs only its time;
+before it, loads none; unless those lines are read in two processes (``options.Run._settle``):
+this one then reads less of them and counts the end while it waits for the other (``Idle``),
+not a third process sharing the two cores. A text counted ahead that the view does not show costs only its time;
 the counts are keyed by content, so a file that changes meanwhile gives no wrong count.
 """
 
@@ -88,14 +90,15 @@ def count_span(span: tuple[int, int, int, str | None]) -> list[tuple[object, int
     return [(key, length(text)) for key, text in span_texts(span)]
 
 
-def start(file: str | None, format_name: str | None, encoding: str, jobs: int, cached: bool) -> Ahead | None:
+def start(file: str | None, format_name: str | None, encoding: str, jobs: int, cached: bool,
+          split_from: int = 0) -> Ahead | None:
     """``Ahead.begin`` on FILE (None: standard input)."""
     try:
         fd = os.open(file, os.O_RDONLY) if file is not None else sys.stdin.fileno()
     except (OSError, AttributeError, ValueError):
         return None
     try:
-        return Ahead.begin(fd, format_name, encoding, jobs, cached)
+        return Ahead.begin(fd, format_name, encoding, jobs, cached, split_from)
     finally:
         if file is not None:  # the workers were forked with their own copy of it
             os.close(fd)
@@ -109,17 +112,20 @@ class Ahead:
     def __init__(self, workers: token_cache.Workers | None, pending, start: int, cached: bool,
                  encoding: str) -> None:
         self.workers = workers
-        self.pending = pending  # (``ready()`` and ``get()``: a pool's result, or ``forked.Forked``)
+        self.pending = pending  # (``ready()`` and ``get()``: a pool's result, ``forked.Forked`` or ``Idle``)
         self.start = start  # the offset from which lines were counted ahead
         self.cached = cached  # keyed for the block cache (else by memo key)
         self.encoding = encoding
 
     @classmethod
     def begin(cls, fd: int, format_name: str | None, encoding: str, jobs: int,
-              cached: bool = False) -> Ahead | None:
+              cached: bool = False, split_from: int = 0) -> Ahead | None:
         """Start counting the end of the input open as ``fd`` (None when it is not a large
         regular file in a format that tells its texts, or there is no fork); ``cached``: keyed
-        for a counter with the block cache."""
+        for a counter with the block cache. A compacted session's short end whose lines before
+        it, ``split_from`` bytes or more, are read in two processes (``options.Run._settle``) is
+        counted in this one while it waits for the other (``Idle``): not by a third process
+        sharing the two cores."""
         global _ADAPTER
         from lookout_cli.core.jsonl import Record
         from lookout_cli.formats import Adapter, detect, load_adapter
@@ -151,6 +157,9 @@ class Ahead:
             # this one reads the lines before it (and loads no encoding of its own)
             if not forked.available():
                 return None
+            if split_from and shown - first >= split_from:
+                span = (os.dup(fd), start, info.st_size, encoding if cached else None)
+                return cls(None, Idle(span, encoding), start, cached, encoding)
             span = (fd, start, info.st_size, encoding if cached else None)
             return cls(None, forked.Forked(_count_apart, span, encoding), start, cached, encoding)
         workers = token_cache.Workers(encoding, jobs)
@@ -178,12 +187,50 @@ class Ahead:
         except Exception:  # the view counts them instead
             return {}
 
+    def idle(self) -> int:
+        """Bytes of lines this process counts while it waits (``Idle``), else 0."""
+        return self.pending.size if type(self.pending) is Idle else 0
+
+    def work(self) -> None:
+        """This process waits: count what ``Idle`` holds now."""
+        if type(self.pending) is Idle:
+            self.pending.result()
+
     def close(self) -> None:
         """Stop the workers (what they count ahead is not needed)."""
         if self.workers is not None:
             self.workers.close(kill=True)
         else:
             self.pending.cancel()
+
+
+class Idle:
+    """A short end counted in this process when it would otherwise wait (``Ahead.work``), or
+    when its counts are asked for: ``forked.Forked``'s ``ready``, ``get`` and ``cancel``."""
+
+    def __init__(self, span: tuple[int, int, int, str | None], encoding: str) -> None:
+        self.span, self.encoding, self.counts = span, encoding, None
+        self.size = span[2] - span[1]
+
+    def ready(self) -> bool:
+        return self.counts is not None
+
+    def result(self) -> list[list[tuple[object, int]]]:
+        if self.counts is None:
+            try:
+                self.counts = _count_apart(self.span, self.encoding)
+            except Exception:  # noqa: BLE001 - as a failed child: the view counts them itself
+                self.counts = []
+            finally:
+                self.cancel()
+        return self.counts
+
+    get = result
+
+    def cancel(self) -> None:
+        if self.span[0] >= 0:
+            os.close(self.span[0])
+            self.span = (-1, *self.span[1:])
 
 
 def _count_apart(span: tuple[int, int, int, str | None], encoding: str) -> list[list[tuple[object, int]]]:

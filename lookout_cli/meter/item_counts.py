@@ -74,6 +74,16 @@ class CountingSink:
         self._settle()
         return self.counter
 
+    def idle(self, work: bool = True) -> int:
+        """The bytes of lines counted ahead in this process while it waits (``count_ahead.Idle``);
+        with ``work``, count them now."""
+        if self.ahead is None:
+            return 0
+        size = self.ahead.idle()
+        if work:
+            self.ahead.work()
+        return size
+
     def restart(self) -> None:
         """Count the next items with a counter for the view's model (not the one made before it
         was known)."""
