@@ -532,14 +532,14 @@ class Run:
                                       self.max_record_bytes, end - begin)
         try:
             self._settle_blocks(handle, lines, read, half, memo, adapter, early)
-        except BaseException:
+            if apart is not None and early is not None:
+                early.idle()  # (what the other process reads meanwhile)
+        except BaseException:  # (Ctrl-C too: the other process goes with this one)
             if apart is not None:
                 apart.cancel()
             raise
         if apart is None:
             return
-        if early is not None:
-            early.idle()  # (what the other process reads meanwhile)
         taken = apart.result()
         if not taken or not taken[1]:  # the child failed (a line it does not read, one too long): read them here
             self._settle_blocks(handle, lines, read, end, memo, adapter, early)
