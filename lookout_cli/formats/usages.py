@@ -131,8 +131,8 @@ def totals_by_model(figures: Sequence[list[int]], models: list[str | None]) -> d
         u, w, r, o, h = columns
         prompts = map(operator.add, map(operator.add, u, w), r)
         some = any(h)  # (else each min is the write's when below 0: mostly none to add)
-        totals[model] = (len(u), sum(u), sum(w), sum(r), sum(o), sum(h),
-                         sum(map(min, h, w)) if some else sum(filter((0).__gt__, w)), int(some), max(prompts, default=0))
+        hour = sum(map(min, h, w)) if some else sum(filter((0).__gt__, w))
+        totals[model] = (len(u), sum(u), sum(w), sum(r), sum(o), sum(h), hour, int(some), max(prompts, default=0))
     return totals
 
 

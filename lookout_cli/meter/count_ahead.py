@@ -16,8 +16,9 @@ forked process (``core.forked``: from the lite table when its texts are a few hu
 kilobytes, else with the encoding loaded there), so that this one, busy reading the lines
 before it, loads none; unless those lines are read in two processes (``options.Run._settle``):
 this one then reads less of them and counts the end while it waits for the other (``Idle``),
-not a third process sharing the two cores. A text counted ahead that the view does not show costs only its time;
-the counts are keyed by content, so a file that changes meanwhile gives no wrong count.
+not a third process sharing the two cores. A text counted ahead that the view does not show
+costs only its time; the counts are keyed by content, so a file that changes meanwhile gives
+no wrong count.
 """
 
 from __future__ import annotations
