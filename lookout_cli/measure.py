@@ -54,19 +54,19 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
             raise usage_error(f"--now: {now_text!r} is not an ISO time like 2025-09-03T01:10:00Z")
     settings = settings_for(run, model_name, budget, estimate, system_file, tools_file, rules_file,
                             skills_file, no_discover, preset, now)
+    # the JSON report (a point a response: a long session's takes longer to build than the rest
+    # of the meter) only where it goes; the series (those points) only for it and the plot
+    reported = bool(json_out or report_only or run.report_path)
     if usage_only:
         if estimate or plot_path:
             raise usage_error(f"--usage-only counts nothing: {'--estimate' if estimate else '--plot'} "
                               "needs a full measure")
-        meter, transcript = measure_usage_input(run, settings)
+        meter, transcript = measure_usage_input(run, settings, reported)
     else:
         cache = not no_cache and run.flag("measure.cache", default=True)
-        points = bool(json_out or report_only or plot_path or run.report_path)  # (the series: nothing else shows it)
         meter, transcript = measure_input(run, settings, run.number("measure.jobs", jobs, 1, int, minimum=1), cache,
-                                          points)
-    # the JSON report (a point a response: a long session's takes longer to build than the rest
-    # of the meter) only where it goes
-    report = to_dict(meter, run.source, fail_at) if json_out or report_only or run.report_path else None
+                                          reported or bool(plot_path))
+    report = to_dict(meter, run.source, fail_at) if reported else None
     if plot_path:
         from lookout_cli.meter.plot import draw
 
@@ -183,16 +183,17 @@ def _telling(sink):
     return count
 
 
-def measure_usage_input(run: Run, settings: Settings) -> tuple[Meter, Transcript]:
+def measure_usage_input(run: Run, settings: Settings, points: bool = True) -> tuple[Meter, Transcript]:
     """``--usage-only``: the meter of the provider's recorded counts, from the lines that
-    record them (``Adapter.usage_needles``); the rest of the transcript is passed, not parsed."""
+    record them (``Adapter.usage_needles``); the rest of the transcript is passed, not parsed.
+    ``points``: the meter's series too."""
     from lookout_cli.formats.view import View  # not on the path that reuses an unchanged file's figures
 
     transcript, kept = run.load_usage()
     transcript.original = transcript.lines  # nothing changes
     adapter = transcript.adapter
     view = adapter.usage_view(kept) if adapter is not None else View(format="unknown")
-    return measure_usage(view, settings), transcript
+    return measure_usage(view, settings, points=points), transcript
 
 
 def make_counter(model: str | None, settings: Settings, jobs: int = 1, cache: bool = True):

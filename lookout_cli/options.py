@@ -522,18 +522,17 @@ class Run:
         begin = lines.spans.starts[-1]
         read = settling.reader(end - begin)  # (before the fork: what it loads, the child has)
         if jobs > 1 and end - begin >= APART_BYTES and forked.available():
-            # this process also counts the last segment while the other reads (``EarlyItems.idle``):
+            # this process also counts the last segment while the other reads (``EarlyItems.work``):
             # it reads that much less, so that the two end together
-            counted = COUNT_WEIGHT * (early.idle(work=False) if early is not None else 0)
-            share = max(0.2, (end - begin - counted) / (2 * (end - begin)))
+            share = max(0.2, (end - begin - COUNT_WEIGHT * early.idle_bytes()) / (2 * (end - begin)))
             half = next_line_start(handle.fileno(), begin + int(share * (end - begin)), end) or end
             if half < end:
                 apart = forked.Forked(_settle_span, handle.fileno(), half, end, type(settling),
                                       self.max_record_bytes, end - begin)
         try:
             self._settle_blocks(handle, lines, read, half, memo, adapter, early)
-            if apart is not None and early is not None:
-                early.idle()  # (what the other process reads meanwhile)
+            if apart is not None:
+                early.work()  # (what the other process reads meanwhile)
         except BaseException:  # (Ctrl-C too: the other process goes with this one)
             if apart is not None:
                 apart.cancel()

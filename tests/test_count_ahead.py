@@ -147,10 +147,10 @@ def test_a_compacted_session_is_counted_ahead_from_its_last_boundary_in_one_work
     assert not tokens.is_loaded("cl100k_base")  # the worker loaded its encoding, this process did not
     assert counts == {tokens.memo_key(t): tokens.count(t, "cl100k_base") for t in texts}
     # lines before the boundary read in two processes (``split_from`` bytes or more): no third
-    # one; this process counts the end while it waits for the other (``EarlyItems.idle``)
+    # one; this process counts the end while it waits for the other (``EarlyItems.work``)
     ahead = count_ahead.start(str(path), None, "o200k_base", 2, False, split_from=boundary)
     assert ahead is not None and ahead.workers is None and type(ahead.pending) is count_ahead.Idle
-    assert ahead.idle() == len(data) - boundary and not ahead.pending.ready()
+    assert ahead.idle_bytes() == len(data) - boundary and not ahead.pending.ready()
     ahead.work()
     assert ahead.pending.ready() and ahead.pending.span[0] == -1  # counted, its file closed
     assert ahead.counts() == {tokens.memo_key(t): tokens.count(t) for t in texts}

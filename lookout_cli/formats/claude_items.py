@@ -523,7 +523,7 @@ class _Builder:
         settled = chain.settled
         if settled is not None:  # the lines before its boundary were not read: what they gave
             older = settled.usages  # (its columns, in usages of this view's own: it adds the others)
-            self.view.usages = older.copy()
+            self.view.usages = older.older_only()
         responses = Responses(self.view.usages)
         if settled is not None:
             responses.seen_before.update(settled.keys)

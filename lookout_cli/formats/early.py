@@ -45,11 +45,16 @@ class EarlyItems:
             self.before = adapter.settling()
         return self
 
-    def idle(self, work: bool = True) -> int:
-        """The sink's ``idle``: the bytes of lines it counts while this process waits (with
-        ``work``, now); 0 without one."""
-        idle = getattr(self.sink, "idle", None)
-        return idle(work) if idle is not None else 0
+    def idle_bytes(self) -> int:
+        """The bytes of lines the sink counts while this process waits (0 without one)."""
+        idle_bytes = getattr(self.sink, "idle_bytes", None)
+        return idle_bytes() if idle_bytes is not None else 0
+
+    def work(self) -> None:
+        """This process waits: the sink counts those lines now."""
+        work = getattr(self.sink, "work", None)
+        if work is not None:
+            work()
 
     def before_shown(self, record) -> bool:
         """Whether ``record`` is a line before the one shown from whose value the adapter's

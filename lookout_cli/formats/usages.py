@@ -95,7 +95,7 @@ class Usages(Sequence):
             kept.stamps.append(usage.timestamp)
         return kept
 
-    def copy(self) -> Usages:
+    def older_only(self) -> Usages:
         """The older usages (their columns, and what they add up to) in a ``Usages`` of their
         own, with no recent one (a view adds its own)."""
         return Usages.older_of(self.lines, self.numbers, self.models, self.stamps, self._totals)

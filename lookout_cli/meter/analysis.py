@@ -722,11 +722,11 @@ def measure(view: View, settings: Settings, counter=None, model_info=None, budge
                   series=series(view, found) if points else None)
 
 
-def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
+def measure_usage(view: View, settings: Settings, model_info=None, points: bool = True) -> Meter:
     """The meter from the provider's own counts alone (``measure --usage-only``: a view with
     usages and compactions, no items). Nothing is counted, so parts, calibration, duplicate
     reads and reclaimable items stay empty; the context used is the last response's prompt and
-    output while no compaction came after it, else unknown."""
+    output while no compaction came after it, else unknown. ``points``: as ``measure``'s."""
     model_name = settings.model or view.model
     if model_info is None:
         model_info = lookup_model(model_name, settings.models_config)
@@ -747,7 +747,7 @@ def measure_usage(view: View, settings: Settings, model_info=None) -> Meter:
     return _meter(view, settings, model_info, used, None, notes, encoding=None, counting="usage",
                   image_provider=image_provider(model_name, view.format), parts=[], total=0, largest_results=[],
                   last=last, calibration=None, calibration_note="usage only: nothing was counted to compare with",
-                  duplicates=[], reclaimable=[], reclaimable_total=0, series=series(view, []))
+                  duplicates=[], reclaimable=[], reclaimable_total=0, series=series(view, []) if points else None)
 
 
 def _meter(view: View, settings: Settings, model_info, used: Used, budget_info, notes: list[str], **figures) -> Meter:

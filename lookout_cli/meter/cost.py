@@ -165,13 +165,14 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
     recent_totals = totals_by_model([list(map(operator.attrgetter(k), recent)) for k in _FIGURES],
                                     [u.model for u in recent])
     for model, totals in [*(older.older_totals().items() if older is not None else ()), *recent_totals.items()]:
-        name = model if model and not model.startswith("<") else default_model
+        name = _priced_as(model, default_model)
         sums = by_name.get(name)
         if sums is None:
             by_name[name] = list(totals)
         else:
             sums[:7] = map(operator.add, sums[:7], totals[:7])
             sums[7:] = map(max, sums[7:], totals[7:])  # (any 1-hour write, the highest prompt)
+    by_model = None  # each model's figures by column, when one is priced a response at a time
     for name, (count, uncached, write, read, output, _, hour, any_hour, highest) in by_name.items():
         model = model_for(name)
         if model is None or not getattr(model, "known", True):
@@ -184,7 +185,8 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
         if parts is not None:
             _add(cost, parts, model, count)
             continue
-        figures = _figures_of(usages, name, default_model)
+        by_model = by_model or _figures_by_model(usages)
+        figures = _figures_of(by_model, name, default_model)
         rates = [(False, figures)]
         if threshold is not None:
             prompts = map(operator.add, map(operator.add, figures[0], figures[1]), figures[2])
@@ -203,14 +205,21 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
     return cost
 
 
-def _figures_of(usages: Sequence[Usage], name: str | None, default_model: str | None) -> list[list[int]]:
-    """The figures by column of the responses priced at model ``name`` (``total_cost``)."""
+def _figures_of(by_model: dict[str | None, list[list[int]]], name: str | None,
+                default_model: str | None) -> list[list[int]]:
+    """The figures by column (``_figures_by_model``'s) of the responses priced at ``name``."""
     figures: list[list[int]] = [[] for _ in _FIGURES]
-    for model, more in _figures_by_model(usages).items():
-        if (model if model and not model.startswith("<") else default_model) == name:
+    for model, more in by_model.items():
+        if _priced_as(model, default_model) == name:
             for column, added in zip(figures, more):
                 column += added
     return figures
+
+
+def _priced_as(model: str | None, default_model: str | None) -> str | None:
+    """The model a response of ``model`` is priced at: the measured one for a response that
+    names none, or a ``<synthetic>`` one."""
+    return model if model and not model.startswith("<") else default_model
 
 
 def _add(cost: Cost, parts: dict[str, float] | None, model, n: int = 1) -> None:

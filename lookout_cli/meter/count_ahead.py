@@ -188,7 +188,7 @@ class Ahead:
         except Exception:  # the view counts them instead
             return {}
 
-    def idle(self) -> int:
+    def idle_bytes(self) -> int:
         """Bytes of lines this process counts while it waits (``Idle``), else 0."""
         return self.pending.size if type(self.pending) is Idle else 0
 

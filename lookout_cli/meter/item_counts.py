@@ -74,15 +74,14 @@ class CountingSink:
         self._settle()
         return self.counter
 
-    def idle(self, work: bool = True) -> int:
-        """The bytes of lines counted ahead in this process while it waits (``count_ahead.Idle``);
-        with ``work``, count them now."""
-        if self.ahead is None:
-            return 0
-        size = self.ahead.idle()
-        if work:
+    def idle_bytes(self) -> int:
+        """The bytes of lines counted ahead in this process while it waits (``count_ahead.Idle``)."""
+        return self.ahead.idle_bytes() if self.ahead is not None else 0
+
+    def work(self) -> None:
+        """This process waits: count those lines now."""
+        if self.ahead is not None:
             self.ahead.work()
-        return size
 
     def restart(self) -> None:
         """Count the next items with a counter for the view's model (not the one made before it
