@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import bisect
 import itertools
+import operator
 import sys
 from collections.abc import Callable, Sequence
 
@@ -255,33 +256,33 @@ class Settling:
         start = self.by_uuid.older(logical, counted=False) if logical is not None else -1
         self.by_uuid = _Uuids()  # let go of the uuids: what follows reads positions
         flags, parents = self.flags, self.parents
-        segments: list[array.array] = []  # (positions, not a number object each: a long session's are many)
+        # ``build_chain``'s walk, from the last boundary's logical parent back: a byte a line
+        # marks the chain (a set or a list of a long session's positions cost more to make
+        # than the walk), and each segment is the span after the boundary it starts at
+        chain = bytearray(len(flags))
+        spans: list[tuple[int, int]] = []  # (a segment's first position, the position after its last)
         boundaries: list[int] = []
-        while True:  # ``build_chain``'s walk, from the last boundary's logical parent back
+        stop = _BOUNDARY | _SIDE
+        while True:
             if start < 0:  # the logical parent is missing: an empty older segment
-                segments.append(array.array("Q"))
+                spans.append((0, 0))
                 break
-            path = array.array("Q")
-            append, pos = path.append, start
-            while pos >= 0:
-                flag = flags[pos]
-                if flag & _BOUNDARY:
-                    break
-                if flag & _SIDE:
-                    return None  # a subagent's line in the main conversation: not followed here
-                append(pos)
+            pos = start
+            while pos >= 0 and not flags[pos] & stop:
+                chain[pos] = 1
                 pos = parents[pos]
-            path.reverse()
-            segments.append(path)
+            if pos >= 0 and flags[pos] & _SIDE:
+                return None  # a subagent's line in the main conversation: not followed here
+            spans.append((pos + 1, start + 1))
             if pos < 0:
                 break
             boundaries.append(pos)
             start = self.logical[pos]
-        segments.reverse()
+        spans.reverse()
         boundaries.reverse()
         figures, counted, keys, compactions = self.figures, [], [], []
-        for n, segment in enumerate(segments):
-            figures.count(segment, counted, keys)
+        for n, (first, after) in enumerate(spans):
+            figures.count(chain, first, after, counted, keys)
             if n < len(boundaries):
                 compaction = self.compactions[boundaries[n]]
                 compaction.record = records[boundaries[n]]
@@ -382,24 +383,23 @@ class _Figures:
         self.stamps += later.stamps
         self.broken = self.broken or later.broken
 
-    def count(self, segment: array.array, counted: list[int], keys: list) -> None:
-        """Count the responses along ``segment`` (positions that rise, as a chain's do) as
-        ``claude_items.Responses`` counts a segment's, by column: a response split over lines
-        once, in the place of its first line with its last line's figures, and not at all when
-        an older segment counted it (``keys``: those counted so far, in order; ``counted``: the
-        figures each is counted by)."""
-        if not segment:
-            return
+    def count(self, chain: bytearray, first: int, after: int, counted: list[int], keys: list) -> None:
+        """Count the responses of a segment (the positions from ``first`` to before ``after``
+        that ``chain`` marks) as ``claude_items.Responses`` counts a segment's, by column: a
+        response split over lines once, in the place of its first line with its last line's
+        figures, and not at all when an older segment counted it (``keys``: those counted so
+        far, in order; ``counted``: the figures each is counted by)."""
         lines, known = self.lines, self.keys
-        lo, hi = bisect.bisect_left(lines, segment[0]), bisect.bisect_right(lines, segment[-1])
-        on = set(segment)
-        found = list(itertools.compress(range(lo, hi), map(on.__contains__, lines[lo:hi])))
-        named = list(map(known.__getitem__, found))
+        lo, hi = bisect.bisect_left(lines, first), bisect.bisect_left(lines, after)
+        found = list(itertools.compress(range(lo, hi), _picked(chain, lines[lo:hi])))
+        if not found:
+            return
+        named = _picked(known, found)
         if not all(named):  # a response without an id: its line's
             named = [key or str(lines[n]) for key, n in zip(named, found)]
-        last = dict(zip(named, found))
-        seen, unique = self.seen, dict.fromkeys(named)
-        new = list(unique) if seen.isdisjoint(unique) else [key for key in unique if key not in seen]
+        last = dict(zip(named, found))  # (in the order each key came first, with the last line's figures)
+        seen = self.seen
+        new = list(last) if seen.isdisjoint(last) else [key for key in last if key not in seen]
         seen.update(new)
         keys += new
         counted += map(last.__getitem__, new)
@@ -407,19 +407,19 @@ class _Figures:
     def usages(self, counted: list[int]) -> Usages | None:
         """The responses ``counted`` (``count``), as older usages; None when one of their counts
         is past 63 bits (no number ``Usages`` holds: the chain reads every line). Gathered a
-        column at a time (a strided view of each count, read by ``map`` at the positions
-        counted): a long session counts tens of thousands of responses, and a slice each took
-        a tenth of a second at 500 MB."""
+        column at a time (a strided view of each count, read at the positions counted): a
+        long session counts tens of thousands of responses, and a slice each took a tenth of
+        a second at 500 MB."""
         numbers = memoryview(self.numbers)
         picked = array.array("q", bytes(40 * len(counted)))
         try:
             for column in range(5):
-                picked[column::5] = array.array("q", map(numbers[column::5].tolist().__getitem__, counted))
+                picked[column::5] = array.array("q", _picked(numbers[column::5], counted))
         except OverflowError:
             return None
         positions = [self.lines[n] + 1 for n in counted]
-        return Usages.older_of(array.array("q", positions), picked, list(map(self.models.__getitem__, counted)),
-                               list(map(self.stamps.__getitem__, counted)))
+        return Usages.older_of(array.array("q", positions), picked, _picked(self.models, counted),
+                               _picked(self.stamps, counted))
 
 
 class _Uuids:
@@ -499,6 +499,14 @@ class _Uuids:
                     self.others[key] = pos
             numbers, positions = bytes(numbers), kept
         self.chunks.append((numbers, positions))
+
+
+def _picked(values: Sequence, at: Sequence[int]) -> list:
+    """``[values[n] for n in at]``, looked up in one call (``itemgetter``: a long session's
+    responses are tens of thousands, and a call each cost twice the time)."""
+    if len(at) < 2:  # (``itemgetter`` of one gives the value, not a tuple of it)
+        return [values[n] for n in at]
+    return list(operator.itemgetter(*at)(values))
 
 
 def _utf8(raw: bytes) -> bool:
