@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import hashlib
 import json
 import re
 from typing import Any
@@ -25,6 +24,7 @@ import orjson
 
 from lookout_cli import formats
 from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import restore_marker
 from lookout_cli.formats import as_str, interned
@@ -210,7 +210,7 @@ def _token_count(info: dict) -> tuple[bytes, tuple | None]:
     except TypeError:  # a figure beyond 64 bits
         same = repr([total, last]).encode()
     figures = (*map(last.get, USAGE_KEYS), info.get("model_context_window")) if isinstance(last, dict) else None
-    return hashlib.sha256(same).digest()[:16], figures
+    return sha256(same).digest()[:16], figures
 
 
 class Adapter(formats.Adapter):

@@ -6,13 +6,13 @@ adapter that reads the rollout with these and writes edits back.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import Any
 
 from lookout_cli import formats
 from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import Record, loads_to_read
 from lookout_cli.formats import interned
 from lookout_cli.formats.view import (
@@ -247,7 +247,7 @@ def payload_facts(payload: dict) -> tuple:
 
 def image_key(url: str) -> str:
     """What an image's URL is known by in the scan: a data URL by its digest (it holds the image)."""
-    return url if len(url) <= 256 else hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
+    return url if len(url) <= 256 else sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _call_name(payload: dict) -> str:
