@@ -102,6 +102,11 @@ def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(pat
     assert again.again and fresh.clicked
     # what such a run leaves out (ARCHITECTURE.md): the modules a prompt's run has no use for
     assert not again.names & {b"typing", b"threading", b"heapq", b"base64", b"_hashlib", b"tiktoken"}, again.names
+    # a first run tells the format by every format's sniffer (formats/sniff.py) and loads that
+    # format's reader only: not Codex's or the message lists' (an adapter is loaded through
+    # importlib, which the import log leaves out, but what it imports is in it)
+    assert b"lookout_cli.formats.sniff" in fresh.names
+    assert not fresh.names & {b"lookout_cli.formats.codex_items", b"lookout_cli.formats.message_list"}
     assert again.status == fresh.status == 1 and again.stdout == fresh.stdout == session.read_bytes()
     assert again.stderr == fresh.stderr and again.stderr.startswith(b"lookout: measure: context at")
     remembered = orjson.loads(measure("--json", *hook[1:], str(session)).stdout)

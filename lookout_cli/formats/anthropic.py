@@ -28,19 +28,14 @@ from typing import Any
 
 from lookout_cli import formats
 from lookout_cli.core.jsonl import Record
+from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.claude_items import dumps, image_ref, text_of_result
 from lookout_cli.formats.message_list import (
-    ANTHROPIC_BLOCKS,
     BODIES,
-    OPENAI_PARTS,
-    STRONG,
     MessageListAdapter,
     Msg,
     as_parts,
     int_or_zero,
-    is_bare_message,
-    is_list_record,
-    iter_parts,
     lookout_kind,
     opaque_text,
     setup_header,
@@ -48,6 +43,7 @@ from lookout_cli.formats.message_list import (
     setup_text,
     text_part,
 )
+from lookout_cli.formats.sniff import anthropic_response, iter_parts
 from lookout_cli.formats.view import (
     IMAGE,
     NOTICE,
@@ -60,24 +56,6 @@ from lookout_cli.formats.view import (
     Item,
     Usage,
 )
-
-
-def _message_score(m: Any) -> int:
-    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-        return 0
-    if m.get("tool_calls") or m.get("function_call"):
-        return 0
-    content = m.get("content")
-    types = {formats.type_of(p) for _, p in iter_parts(content)}
-    if types & OPENAI_PARTS:
-        return 0
-    if types & ANTHROPIC_BLOCKS or any(isinstance(t, str) and t.endswith("_tool_result") for t in types):
-        return STRONG
-    return 1 if isinstance(content, (str, list)) else 0
-
-
-def _is_response(obj: dict) -> bool:
-    return obj.get("type") == "message" and obj.get("role") == "assistant"
 
 
 def _is_setup_block(block: Any) -> bool:
@@ -93,26 +71,11 @@ def _is_summary_block(block: Any) -> bool:
 class Adapter(MessageListAdapter):
     name = "anthropic"
 
-    @classmethod
-    def sniff(cls, obj: Any) -> int:
-        if not isinstance(obj, dict):
-            return 0
-        if _is_response(obj):
-            return STRONG + (3 if "stop_reason" in obj else 0)
-        if is_list_record(obj):
-            msgs = obj["messages"]
-            score = sum(_message_score(m) for m in msgs[:50])
-            system_roles = any(isinstance(m, dict) and m.get("role") in ("system", "developer") for m in msgs)
-            if "system" in obj or ("max_tokens" in obj and not system_roles):
-                score += STRONG
-            return score
-        if is_bare_message(obj):
-            return _message_score(obj)
-        return 0
+    sniff = staticmethod(sniffers.anthropic)
 
     # --- reading ----------------------------------------------------------------------------
     def is_response(self, obj: dict) -> bool:
-        return _is_response(obj)
+        return anthropic_response(obj)
 
     def response_message_path(self, obj: dict) -> tuple | None:
         return ()

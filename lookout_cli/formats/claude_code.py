@@ -43,10 +43,9 @@ from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats import Adapter as _Base
 from lookout_cli.formats import Transcript, as_str, type_of
+from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.claude_chain import (
     CONVERSATION_TYPES,
-    ID_FIELDS,
-    LINE_TYPES,
     MOVED_FIELD,
     Chain,
     RecentUuids,
@@ -125,19 +124,7 @@ class Adapter(_Base):
     name = "claude-code"
 
     # --- reading --------------------------------------------------------------------------
-    @classmethod
-    def sniff(cls, obj: Any) -> int:
-        if not isinstance(obj, dict):
-            return 0
-        kind = type_of(obj)
-        if kind not in LINE_TYPES:
-            return 0
-        if kind in CONVERSATION_TYPES and isinstance(obj.get("uuid"), str) \
-                and ("parentUuid" in obj or "sessionId" in obj):
-            return 3
-        if any(f in obj for f in ID_FIELDS):
-            return 2
-        return 0
+    sniff = staticmethod(sniffers.claude_code)
 
     lean = True
     remembers_items = True

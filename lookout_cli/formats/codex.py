@@ -28,6 +28,7 @@ from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import restore_marker
 from lookout_cli.formats import as_str, interned
+from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.codex_items import (
     CALL_ID,
     CALL_NAME,
@@ -60,20 +61,6 @@ from lookout_cli.formats.view import (
     View,
 )
 from lookout_cli.tokens.tokenizer import estimate
-
-RECORD_TYPES = frozenset(
-    {
-        "session_meta",
-        "response_item",
-        "event_msg",
-        "turn_context",
-        "compacted",
-        "world_state",
-        "inter_agent_communication",
-        "inter_agent_communication_metadata",
-    }
-)
-
 
 CLEARED_NOTE = "lookout_cleared"  # in a user_message event whose images lookout blanked
 
@@ -217,16 +204,7 @@ class Adapter(formats.Adapter):
     name = "codex"
     lean = True
 
-    @classmethod
-    def sniff(cls, obj: Any) -> int:
-        if not isinstance(obj, dict) or "timestamp" not in obj or "payload" not in obj:
-            return 0
-        kind = formats.type_of(obj)
-        if kind in RECORD_TYPES:
-            return 3
-        if kind and isinstance(obj.get("payload"), dict):
-            return 1
-        return 0
+    sniff = staticmethod(sniffers.codex)
 
     # --- reading ------------------------------------------------------------------------------
     def node(self, obj: Any) -> Any:
@@ -631,7 +609,7 @@ def _copy_payload(entry: Entry) -> dict:
 
 def _latest_real_line(transcript: formats.Transcript) -> Record | None:
     for record in reversed(transcript.records):
-        if record.raw is not None and record.data is not None and formats.type_of(record.data) in RECORD_TYPES:
+        if record.raw is not None and record.data is not None and formats.type_of(record.data) in sniffers.RECORD_TYPES:
             return record
     return None
 

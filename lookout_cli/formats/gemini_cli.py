@@ -22,9 +22,9 @@ from typing import Any
 
 from lookout_cli import formats
 from lookout_cli.core.jsonl import Record
+from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.view import IMAGE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, ImageRef, Item, Usage, View
 
-MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 MODEL_INPUT_TYPES = frozenset({"user", "gemini"})
 _ISO_RE = re.compile(r"\A\d{4}-\d\d-\d\dT")
 
@@ -84,22 +84,7 @@ class Adapter(formats.Adapter):
     name = "gemini-cli"
     can_write = False
 
-    @classmethod
-    def sniff(cls, obj: Any) -> int:
-        if not isinstance(obj, dict):
-            return 0
-        if isinstance(obj.get("sessionId"), str) and isinstance(obj.get("projectHash"), str):
-            return 3
-        if isinstance(obj.get("$set"), dict) or isinstance(obj.get("$rewindTo"), str):
-            return 3
-        if (
-            formats.type_of(obj) in MESSAGE_TYPES
-            and isinstance(obj.get("id"), str)
-            and "content" in obj
-            and not any(k in obj for k in ("uuid", "message", "role", "payload"))
-        ):
-            return 2
-        return 0
+    sniff = staticmethod(sniffers.gemini_cli)
 
     def _fold(self, transcript: formats.Transcript) -> tuple[dict, dict]:
         """Replay the log: the surviving messages (id -> (record, path, message)) and metadata."""

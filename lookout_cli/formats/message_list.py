@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
@@ -33,6 +33,7 @@ from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import carrying
 from lookout_cli.formats.claude_items import b64_size
+from lookout_cli.formats.sniff import is_bare_message, is_list_record
 from lookout_cli.formats.view import (
     IMAGE,
     NOTE_TITLE,
@@ -51,12 +52,6 @@ from lookout_cli.formats.view import (
 )
 
 LINES, BODIES = "lines", "bodies"
-
-# What tells the two formats apart when sniffing (each scores its own markers STRONG).
-STRONG = 5
-OPENAI_PARTS = {"image_url", "input_audio", "refusal", "file"}
-ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document",
-                    "server_tool_use", "search_result", "container_upload", "compaction"}
 
 SUMMARY_PREFIX = "Summary of the earlier conversation (written by lookout compact):\n\n"
 NOTICE_PREFIX = "[lookout dropped "
@@ -231,14 +226,6 @@ def _indices(node: tuple) -> Any:
     """The places of a list record's messages (a count when every entry is one)."""
     messages = node[MESSAGES]
     return range(messages) if type(messages) is int else messages
-
-
-def is_bare_message(obj: dict) -> bool:
-    return isinstance(obj.get("role"), str) and "messages" not in obj
-
-
-def is_list_record(obj: dict) -> bool:
-    return isinstance(obj.get("messages"), list) and "role" not in obj
 
 
 # --- the shared adapter ---------------------------------------------------------------------
@@ -649,9 +636,3 @@ def _replaced(kind: str, node: Any, text: str) -> Any:
         raise LookoutError("cannot replace this part")
     return None if new == node else new
 
-
-def iter_parts(content: Any) -> Iterator[tuple[int, dict]]:
-    if isinstance(content, list):
-        for i, part in enumerate(content):
-            if isinstance(part, dict):
-                yield i, part

@@ -27,68 +27,31 @@ from typing import Any
 
 from lookout_cli import formats
 from lookout_cli.core.jsonl import Record
+from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.claude_items import dumps, text_of_result
 from lookout_cli.formats.message_list import (
-    ANTHROPIC_BLOCKS,
-    OPENAI_PARTS,
-    STRONG,
     MessageListAdapter,
     Msg,
     first_text,
     int_or_zero,
-    is_bare_message,
-    is_list_record,
-    iter_parts,
     lookout_kind,
     parse_data_url,
     setup_header,
     setup_key,
     setup_text,
 )
+from lookout_cli.formats.sniff import iter_parts, openai_response
 from lookout_cli.formats.view import IMAGE, SETUP, TEXT, THINKING, TOOL_CALL, TOOL_RESULT, Item, Usage
-
-
-def _message_score(m: Any) -> int:
-    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-        return 0
-    role = m["role"]
-    if role in ("tool", "developer", "function") or m.get("tool_calls") or m.get("function_call"):
-        return STRONG
-    content = m.get("content")
-    types = {formats.type_of(p) for _, p in iter_parts(content)}
-    if types & OPENAI_PARTS:
-        return STRONG
-    if types & ANTHROPIC_BLOCKS:
-        return 0
-    if role in ("system", "user", "assistant") and (content is None or isinstance(content, (str, list))):
-        return 1
-    return 0
-
-
-def _is_response(obj: dict) -> bool:
-    return isinstance(obj.get("choices"), list) or obj.get("object") in ("chat.completion", "chat.completion.chunk")
 
 
 class Adapter(MessageListAdapter):
     name = "openai"
 
-    @classmethod
-    def sniff(cls, obj: Any) -> int:
-        if not isinstance(obj, dict):
-            return 0
-        if _is_response(obj):
-            return STRONG
-        if is_list_record(obj):
-            if "system" in obj:  # a top-level system prompt is Anthropic's
-                return 0
-            return sum(_message_score(m) for m in obj["messages"][:50])
-        if is_bare_message(obj):
-            return _message_score(obj)
-        return 0
+    sniff = staticmethod(sniffers.openai)
 
     # --- reading ----------------------------------------------------------------------------
     def is_response(self, obj: dict) -> bool:
-        return _is_response(obj)
+        return openai_response(obj)
 
     def response_message_path(self, obj: dict) -> tuple | None:
         choices = obj.get("choices")
