@@ -355,7 +355,7 @@ def detect(records: Sequence[Record]) -> Adapter | None:
                 break
     if not sample:
         return None
-    from lookout_cli.formats.sniff import SNIFFERS  # (here: it reads this module's type_of)
+    from lookout_cli.formats.sniff import SNIFFERS  # (not at the top: it imports this package)
 
     best, best_score = None, 0
     for name in ADAPTERS:  # (only the one picked is loaded)

@@ -1,7 +1,8 @@
 """How much each format recognizes a parsed record as its own (``formats.detect`` adds it up
 over the first records and loads only the format it picks; each adapter's ``sniff`` is its
-function here). Kept apart from the adapters because telling the format of one transcript is
-every run's first step, and importing every format's reader for it cost a cold run 6-10 ms."""
+function here). Kept apart from the adapters because telling the format is every cold run's
+first step, and importing every format's reader for it (OpenSSL's hashlib with Codex's) cost
+more than the sniffing: 10 M instructions, a hundredth of a 1 MB session's cold measure."""
 
 from __future__ import annotations
 
