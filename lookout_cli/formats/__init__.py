@@ -355,7 +355,8 @@ def detect(records: Sequence[Record]) -> Adapter | None:
                 break
     if not sample:
         return None
-    from lookout_cli.formats.sniff import SNIFFERS  # (not at the top: it imports this package)
+    # (imported here, not at the top: the sniffers import this package)
+    from lookout_cli.formats.sniff import SNIFFERS
 
     best, best_score = None, 0
     for name in ADAPTERS:  # (only the one picked is loaded)
