@@ -7,7 +7,7 @@ from __future__ import annotations
 import array
 import itertools
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from lookout_cli.core.jsonl import Line
 
@@ -116,19 +116,27 @@ class Usages(Sequence):
         return self._totals
 
 
-def totals_by_model(figures: Sequence[list[int]], models: list[str | None]) -> dict[str | None, tuple[int, ...]]:
-    """Responses' figures by column (inputs, cache writes, cache reads, outputs, 1-hour writes)
-    added up by model, the models in the order they come: (count, the five sums, the 1-hour
-    writes each at most its response's write, whether any 1-hour write is not 0, the highest
-    prompt). Sums made in C, not a loop of Python a response."""
+def by_model(figures: Sequence[list[int]], models: Sequence[str | None]) -> dict[str | None, Sequence[list[int]]]:
+    """Responses' figures by column (inputs, cache writes, cache reads, outputs, 1-hour writes),
+    each model's apart, the models in the order they come (one model: ``figures`` themselves)."""
     distinct = dict.fromkeys(models)
+    if len(distinct) == 1:
+        return {model: figures for model in distinct}
+    return {model: columns_where(figures, map(operator.eq, models, itertools.repeat(model))) for model in distinct}
+
+
+def columns_where(figures: Sequence[list[int]], mask: Iterable[bool]) -> list[list[int]]:
+    """The figures of the responses ``mask`` marks, by column."""
+    mask = list(mask)
+    return [list(itertools.compress(column, mask)) for column in figures]
+
+
+def totals_by_model(figures: Sequence[list[int]], models: Sequence[str | None]) -> dict[str | None, tuple[int, ...]]:
+    """``by_model``'s figures added up: (count, the five sums, the 1-hour writes each at most
+    its response's write, whether any 1-hour write is not 0, the highest prompt). Sums made in
+    C, not a loop of Python a response."""
     totals = {}
-    for model in distinct:
-        columns = figures
-        if len(distinct) > 1:  # its own responses' figures
-            mask = list(map(operator.eq, models, itertools.repeat(model)))
-            columns = [list(itertools.compress(column, mask)) for column in figures]
-        u, w, r, o, h = columns
+    for model, (u, w, r, o, h) in by_model(figures, models).items():
         prompts = map(operator.add, map(operator.add, u, w), r)
         some = any(h)  # (else each min is the write's when below 0: mostly none to add)
         hour = sum(map(min, h, w)) if some else sum(filter((0).__gt__, w))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import field
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.times import iso, parse_time
-from lookout_cli.formats.usages import split_usages, totals_by_model
+from lookout_cli.formats.usages import by_model, columns_where, split_usages, totals_by_model
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,15 +127,7 @@ def _figures_by_model(usages: Sequence[Usage]) -> dict[str | None, list[list[int
     models += [u.model for u in recent]
     for column, name in zip(figures, _FIGURES):
         column += map(operator.attrgetter(name), recent)
-    distinct = dict.fromkeys(models)
-    if len(distinct) == 1:
-        return {model: figures for model in distinct}
-    return {model: _picked(figures, map(operator.eq, models, itertools.repeat(model))) for model in distinct}
-
-
-def _picked(figures: list[list[int]], mask: Iterable[bool]) -> list[list[int]]:
-    mask = list(mask)
-    return [list(itertools.compress(column, mask)) for column in figures]
+    return by_model(figures, models)
 
 
 def _summed(figures: list[list[int]]) -> Usage:
@@ -192,7 +184,7 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
             prompts = map(operator.add, map(operator.add, figures[0], figures[1]), figures[2])
             longs = list(map(operator.gt, prompts, itertools.repeat(threshold)))
             rates = [(long, part) for long in (False, True)
-                     if (part := _picked(figures, map(operator.is_, longs, itertools.repeat(long))))[0]]
+                     if (part := columns_where(figures, map(operator.is_, longs, itertools.repeat(long))))[0]]
         for long, part in rates:
             parts = usage_cost(_summed(part), model, long)
             if parts is not None:
