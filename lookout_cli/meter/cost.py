@@ -12,7 +12,12 @@ from dataclasses import field
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.times import iso, parse_time
-from lookout_cli.formats.usages import by_model, columns_where, split_usages, totals_by_model
+from lookout_cli.formats.usages import (
+    by_model,
+    columns_where,
+    split_usages,
+    totals_by_model,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:  # pragma: no cover
