@@ -9,8 +9,6 @@ import datetime as dt
 import gc
 import sys
 
-import orjson
-
 from lookout_cli.core import progress
 from lookout_cli.core.errors import CheckFailed, LookoutError, debugging, outcome
 from lookout_cli.core.term import echo, wants_color
@@ -84,6 +82,8 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
     if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
         finish()  # the transcript still goes where -o / -i send it
     if json_out:
+        import orjson
+
         write_stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         run.write_report(report)
     elif report_only:

@@ -12,8 +12,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-import orjson
-
 from lookout_cli.core import forked, progress
 from lookout_cli.config import Config
 from lookout_cli.core.errors import CheckFailed, LookoutError, PipeClosed
@@ -27,9 +25,11 @@ from lookout_cli.core.jsonl import (
     PositionalReader,
     Record,
     RecordWriter,
+    fast_json,
     is_dev_null,
     lean_index,
     lines_holding,
+    loads,
     next_line_start,
     read_indexed_lines,
     read_line_blocks,
@@ -233,10 +233,10 @@ class Run:
         """An agent hook passes a JSON event on standard input; take its transcript_path."""
         data = sys.stdin.buffer.read(16 * 1024 * 1024)
         try:
-            event = orjson.loads(data)
+            event = loads(data)
             self.hook_event = event
             path = event["transcript_path"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             raise LookoutError("--from-hook expects a hook event (JSON with transcript_path) on standard input")
         if not isinstance(path, str) or not path:
             raise LookoutError("the hook event's transcript_path is empty")
@@ -398,6 +398,8 @@ class Run:
             source.seek(start)
             transcript = self._load_lean(source, None, None)
             return transcript, transcript.records
+        import orjson  # (a cold read: the standard library would be slower)
+
         kept = []
         loads, usage_node, update = orjson.loads, adapter.usage_node, progress.update  # a step per line
         for lineno, raw in lines_holding(handle, needles, head, spool, self.max_record_bytes):
@@ -451,6 +453,8 @@ class Run:
         # parsed here, no record made (``Lines``), as long as none after them was read
         settling, shown_at = _settling(early, lines)
         starts = index.starts
+        if fd is not None:  # what is left to read: a cold read's megabytes are orjson's to parse
+            fast_json(os.fstat(fd).st_size - handle.tell())
         try:
             while True:
                 if settling is not None:
@@ -603,6 +607,8 @@ class Run:
     def write_report(self, report: dict) -> None:
         if not self.report_path:
             return
+        import orjson
+
         data = orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
         if self.report_path == "-":
             sys.stderr.buffer.write(data)

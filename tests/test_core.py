@@ -6,12 +6,15 @@ import io
 import json
 import os
 import stat
+import sys
 
 import orjson
 import pytest
-from conftest import run_lookout
+from conftest import real_transcripts, run_lookout
 
 from lookout_cli.config import Config
+from lookout_cli.core import jsonl
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import (
     atomic_write,
@@ -22,7 +25,16 @@ from lookout_cli.core.fsutil import (
     section_writer,
     sync_pending,
 )
-from lookout_cli.core.jsonl import Record, RecordWriter, dumps_compact, loads_exact, read_records
+from lookout_cli.core.jsonl import (
+    ORJSON,
+    Record,
+    RecordWriter,
+    dumps,
+    dumps_compact,
+    loads_exact,
+    read_as_orjson,
+    read_records,
+)
 from lookout_cli.core.saved import MARKER, SavedStore, placeholder, restore_lines
 
 TRICKY = (
@@ -181,6 +193,54 @@ def test_edits_read_and_write_what_the_standard_library_does(line):
     assert got == expected and repr(got) == repr(expected)  # 2**64 stays an int, -0.0 a float
     assert dumps_compact(got) == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "backslashreplace")
+
+
+EDGES = [
+    b'{"big":18446744073709551616,"neg":-9223372036854775809,"top":18446744073709551615,"low":-9223372036854775808}',
+    b'[123456789012345678901234567890,-0,-0.0,1E2,1e-400,2.5e-05,0.1,1.7976931348623157e308]',
+    b'{"id":"toolu_0000000000000000000a670a","n":1}', b'{"a":1,"a":2,"b":{"a":3}}', b'[1e400]', b'[-1e400]',
+    b'{"lone":"\\ud800"}', b'{"pair":"\\ud83d\\ude00"}', b'{"esc":"\\\\ud800"}', b'NaN', b'[Infinity]',
+    b'\xef\xbb\xbf{}', b'{"bad":"\xed\xa0\x80"}', b'{"bad":"\xff"}', b'{"tab":"a\tb"}', b'{"del":"\x7f"}',
+    b' \t{"ws":true}\r\n', b'{"trail":1} x', b'', b'{"open":', b'[' * 1020 + b']' * 1020, b'[' * 1030 + b']' * 1030,
+    "{\"text\":\"caf\u00e9 \ud800\"}", "[1, 2.5, \"\u2028\"]",
+]
+
+
+@pytest.mark.parametrize("data", EDGES, ids=range(len(EDGES)))
+def test_the_standard_library_reads_a_value_as_orjson_or_leaves_it_to_orjson(data):
+    """``jsonl.loads`` reads with the standard library until orjson pays for its import: each
+    value it reads there is orjson's (types, key order, -0.0 and all), and what orjson refuses
+    it leaves to orjson."""
+    read = read_as_orjson(data)
+    if read is not ORJSON:
+        assert repr(read) == repr(orjson.loads(data))
+
+
+def test_the_standard_library_reads_the_real_transcripts_lines_as_orjson():
+    lines = [line for path in real_transcripts() for line in path.read_bytes().splitlines()]
+    assert len(lines) > 500
+    read = [read_as_orjson(line) for line in lines]
+    assert [repr(v) for v in read if v is not ORJSON] == [repr(orjson.loads(line)) for v, line in zip(read, lines)
+                                                          if v is not ORJSON]
+    assert sum(v is ORJSON for v in read) <= len(lines) // 100  # (else a re-measure imports orjson)
+
+
+def test_json_written_without_orjson_reads_back_as_orjson_writes_it(monkeypatch):
+    monkeypatch.delitem(sys.modules, "orjson")  # as in a run that has not imported it (this test's has)
+    monkeypatch.setattr(jsonl, "_orjson", None)
+    monkeypatch.setattr(jsonl, "_standard_left", jsonl.STANDARD_READS)
+    assert jsonl.fast_json() is None
+
+    @dataclass(slots=True)
+    class Part:
+        name: str
+        sizes: tuple = ()
+
+    value = {"a": [Part("x", (1, 2.5e-05)), None, True], "é": "\u2028\n", "n": 18446744073709551615}
+    assert orjson.loads(dumps(value)) == orjson.loads(orjson.dumps(value))
+    for refused in ({"s": "\ud800"}, {"o": object()}, {"t": Part}, {"n": float("nan")}):  # (orjson: null)
+        with pytest.raises(TypeError):
+            dumps(refused)
 
 
 def test_store_is_content_addressed_and_idempotent(tmp_path):

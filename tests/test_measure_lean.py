@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 
+import orjson
 import pytest
 from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
@@ -115,9 +116,9 @@ def test_each_claude_code_line_is_read_and_parsed_once(generated, monkeypatch):
 
     lines = generated.read_bytes().splitlines(keepends=True)
     reads, parses = [], []
-    pread, loads = os.pread, jsonl.orjson.loads
+    pread, loads = os.pread, orjson.loads  # (this process has imported orjson: jsonl reads with it)
     monkeypatch.setattr(jsonl.os, "pread", lambda fd, n, at: reads.append(at) or pread(fd, n, at))
-    monkeypatch.setattr(jsonl.orjson, "loads", lambda data: parses.append(data) or loads(data))
+    monkeypatch.setattr(orjson, "loads", lambda data: parses.append(data) or loads(data))
     _, transcript, view = figures(generated, lean=True)
     visible = {id(i.record) for i in view.items}
     assert len(visible) >= 20  # model-visible lines (the rest: subagents' lines, metadata)
@@ -135,7 +136,6 @@ def test_compact_parses_each_line_once_to_see_the_conversation(tmp_path, monkeyp
     from click.testing import CliRunner
 
     from lookout_cli.cli import cli
-    from lookout_cli.core import jsonl
     from lookout_cli.formats.claude_code import ENVELOPE_LOOKBACK
 
     session = tmp_path / "session.jsonl"
@@ -143,8 +143,8 @@ def test_compact_parses_each_line_once_to_see_the_conversation(tmp_path, monkeyp
     lines = set(session.read_bytes().splitlines())  # (a line is parsed with its line end, or in a block without)
     assert len(lines) > 3 * ENVELOPE_LOOKBACK
     parses = []
-    loads = jsonl.orjson.loads
-    monkeypatch.setattr(jsonl.orjson, "loads", lambda data: parses.append(data) or loads(data))
+    loads = orjson.loads
+    monkeypatch.setattr(orjson, "loads", lambda data: parses.append(data) or loads(data))
     out = tmp_path / "compacted.jsonl"
     result = CliRunner().invoke(cli, ["compact", "-q", "--force", "-o", str(out), str(session)])
     assert result.exit_code == 0, result.output

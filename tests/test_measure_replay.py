@@ -100,8 +100,10 @@ def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(pat
     again = measure(*hook, str(session))
     fresh = measure(*hook, str(session), LOOKOUT_CACHE_DIR=str(tmp_path / "fresh"))
     assert again.again and fresh.clicked
-    # what such a run leaves out (ARCHITECTURE.md): the modules a prompt's run has no use for
-    assert not again.names & {b"typing", b"threading", b"heapq", b"base64", b"_hashlib", b"tiktoken"}, again.names
+    # what such a run leaves out (ARCHITECTURE.md): the modules a prompt's run has no use for,
+    # orjson too (and dataclasses, inspect, uuid that it imports) for the few lines it reads
+    assert not again.names & {b"typing", b"threading", b"heapq", b"base64", b"_hashlib", b"tiktoken", b"orjson",
+                              b"dataclasses", b"inspect", b"uuid"}, again.names
     # a first run tells the format by every format's sniffer (formats/sniff.py) and loads that
     # format's reader only: not Codex's or the message lists' (an adapter is loaded through
     # importlib, which the import log leaves out, but what it imports is in it)

@@ -27,13 +27,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
 from lookout_cli.compaction import note as summary_note
 from lookout_cli.compaction import plan, summarizers
 from lookout_cli.compaction.gauge import Gauge, _inferred, _scale, saved_text
 from lookout_cli.core import progress
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.saved import MARKER, SavedStore

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 
 TTL = {"5m": dt.timedelta(minutes=5), "1h": dt.timedelta(hours=1)}
 WRITE_MULTIPLIER = {"5m": 1.25, "1h": 2.0}

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import field
 from typing import Any, ClassVar
 
 from lookout_cli.compaction.note_facts import (  # noqa: F401  (the note's vocabulary, used by summarizers)
@@ -56,7 +55,7 @@ from lookout_cli.compaction.note_facts import (  # noqa: F401  (the note's vocab
     unique,
     values,
 )
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.formats.view import (
     IMAGE,
     NOTE_TITLE,

@@ -27,9 +27,8 @@ The stages (SPEC §4 "compact"; seeds 000, 001, 003; research/compaction.md):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.formats.clearing import is_cleared
 from lookout_cli.formats.view import (
     ASSISTANT_ROLES,

@@ -34,11 +34,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from lookout_cli.compaction import note as summary_note
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.errors import masked, quoted
 from lookout_cli.formats.view import Item
 

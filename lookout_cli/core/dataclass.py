@@ -3,24 +3,35 @@
 A dataclass compiles its ``__init__``, ``__repr__`` and ``__eq__`` (a frozen one also its
 ``__setattr__``, ``__delattr__`` and ``__hash__``) from generated source as its module is
 imported, and reads each field's annotation with a regular expression: the 32 classes a
-prompt's re-measure imports cost 12 ms of its 0.12 s. Ours is a real dataclass
-(``dataclasses.fields``, ``replace``, ``asdict`` and orjson read it as one: its fields are the
-standard ``Field`` objects) whose fields are read off the class body as written, whose ``__init__``
-is compiled from a few short lines the first time the class is called (most classes a run
-imports it never makes), and whose other methods are shared, read off the fields at call
+prompt's re-measure imports cost 12 ms of its 0.12 s. And importing ``dataclasses`` itself
+loads ``inspect`` (with ``ast``, ``dis`` and ``tokenize``): 46 M instructions, an eighth of that
+re-measure. Ours is a real dataclass (``dataclasses.fields``, ``replace``, ``asdict`` and orjson
+read it as one: its ``__dataclass_fields__`` are the standard ``Field`` objects, made the first
+time something reads them) whose fields are read off the class body as written, whose
+``__init__`` is compiled from a few short lines the first time the class is called (most classes
+a run imports it never makes), and whose other methods are shared, read off the fields at call
 time (as a field's ``repr``, ``compare`` and ``hash`` say). The same options as the standard
-one: ``frozen``, ``slots``, ``eq``, ``repr``; what a class body defines itself is kept. A
-field left out of ``__init__`` or keyword-only is refused: the ``__init__`` made here takes
-every field in order."""
+one: ``frozen``, ``slots``, ``eq``, ``repr``; what a class body defines itself is kept. A field
+left out of ``__init__`` or keyword-only is refused: the ``__init__`` made here takes every
+field in order. ``field``, ``fields``, ``replace`` and ``is_dataclass`` here are the standard
+ones' for these classes, without importing it."""
 
 from __future__ import annotations
 
-import dataclasses
 import reprlib
+import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from typing import Any
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
 
 
 class _Factory:
@@ -33,6 +44,65 @@ class _Factory:
 _FACTORY = _Factory()
 
 
+class Field:
+    """A field as ``dataclasses.field`` describes it (the same attributes)."""
+
+    __slots__ = ("compare", "default", "default_factory", "hash", "init", "kw_only", "metadata", "name", "repr",
+                 "standard", "type")
+
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True,
+                 repr: bool = True, hash: bool | None = None, compare: bool = True, metadata: Any = None,
+                 kw_only: Any = MISSING, standard: Any = None) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("cannot specify both default and default_factory")
+        self.name: str = ""
+        self.type: Any = None
+        self.default, self.default_factory, self.init, self.repr = default, default_factory, init, repr
+        self.hash, self.compare, self.metadata, self.kw_only = hash, compare, metadata, kw_only
+        self.standard = standard  # the standard library's Field this one was read from, if any
+
+    def __repr__(self) -> str:
+        return f"Field(name={self.name!r},type={self.type!r},default={self.default!r})"
+
+
+def field(*, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True, repr: bool = True,
+          hash: bool | None = None, compare: bool = True, metadata: Any = None, kw_only: Any = MISSING) -> Any:
+    """``dataclasses.field``, for a class made by this ``dataclass``."""
+    return Field(default, default_factory, init, repr, hash, compare, metadata, kw_only)
+
+
+def fields(class_or_instance: Any) -> tuple:
+    """``dataclasses.fields``: each field's ``name`` and ``type`` (and the rest), in order."""
+    own = getattr(class_or_instance, "_field_specs", None)
+    if own is None:
+        import dataclasses
+
+        return dataclasses.fields(class_or_instance)
+    return tuple(own.values())
+
+
+def replace(obj: Any, /, **changes: Any) -> Any:
+    """``dataclasses.replace``: a new instance with ``changes`` made."""
+    own = getattr(obj, "_field_specs", None)
+    if own is None:
+        import dataclasses
+
+        return dataclasses.replace(obj, **changes)
+    unknown = changes.keys() - own.keys()
+    if unknown:
+        raise TypeError(f"{type(obj).__qualname__}.__init__() got an unexpected keyword argument {min(unknown)!r}")
+    return obj.__class__(**{name: changes[name] if name in changes else getattr(obj, name) for name in own})
+
+
+def is_dataclass(obj: Any) -> bool:
+    """``dataclasses.is_dataclass``: ours without importing the standard one, which a class of
+    its making needs already."""
+    if hasattr(obj, "_field_specs"):
+        return True
+    standard = sys.modules.get("dataclasses")
+    return standard is not None and standard.is_dataclass(obj)
+
+
 def dataclass(cls: type | None = None, /, *, frozen: bool = False, slots: bool = False, eq: bool = True,
               repr: bool = True) -> Any:
     """``@dataclass`` or ``@dataclass(frozen=..., slots=..., eq=..., repr=...)`` on a class, as
@@ -40,19 +110,21 @@ def dataclass(cls: type | None = None, /, *, frozen: bool = False, slots: bool =
 
     def wrap(cls: type) -> type:
         own = dict(cls.__dict__)
-        fields = _fields(cls, own)
-        names = tuple(fields)
-        odd = [f.name for f in fields.values() if not f.init or f.kw_only is True]
+        specs = _fields(cls, own)
+        names = tuple(specs)
+        odd = [f.name for f in specs.values() if not f.init or f.kw_only is True]
         if odd:
             raise TypeError(f"{cls.__qualname__}: lookout's dataclass takes every field in __init__, in order, "
                             f"not {', '.join(odd)}")
         if slots:
             cls = _slotted(cls, own, names)
-        cls.__dataclass_fields__ = fields
-        cls.__dataclass_params__ = _params(frozen, eq, repr, slots)
-        cls._shown = tuple(f.name for f in fields.values() if f.repr)
-        cls._compared = tuple(f.name for f in fields.values() if f.compare)
-        cls._hashed = tuple(f.name for f in fields.values() if (f.compare if f.hash is None else f.hash))
+        cls._field_specs = specs
+        cls.__dataclass_fields__ = _Standard(cls, "__dataclass_fields__", _standard_fields)
+        cls.__dataclass_params__ = _Standard(cls, "__dataclass_params__",
+                                             lambda _: _params(frozen, eq, repr, slots))
+        cls._shown = tuple(f.name for f in specs.values() if f.repr)
+        cls._compared = tuple(f.name for f in specs.values() if f.compare)
+        cls._hashed = tuple(f.name for f in specs.values() if (f.compare if f.hash is None else f.hash))
         if not own.get("__doc__"):
             cls.__doc__ = f"{cls.__name__}({', '.join(names)})"
         if "__match_args__" not in own:
@@ -74,14 +146,50 @@ def dataclass(cls: type | None = None, /, *, frozen: bool = False, slots: bool =
     return wrap if cls is None else wrap(cls)
 
 
-def _fields(cls: type, own: dict) -> dict[str, dataclasses.Field]:
+class _Standard:
+    """A class attribute the standard ``dataclasses`` reads (its ``Field`` objects, its params),
+    made when first read, then put in this one's place: most runs never read it, and making it
+    imports ``dataclasses``."""
+
+    def __init__(self, cls: type, name: str, make: Any) -> None:
+        self.cls, self.name, self.make = cls, name, make
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        value = self.make(self.cls)
+        setattr(self.cls, self.name, value)
+        return value
+
+
+def _standard_fields(cls: type) -> dict:
+    import dataclasses
+
+    made = {}
+    for name, spec in cls._field_specs.items():
+        standard = spec.standard
+        if standard is None:
+            standard = dataclasses.field(
+                default=dataclasses.MISSING if spec.default is MISSING else spec.default,
+                default_factory=dataclasses.MISSING if spec.default_factory is MISSING else spec.default_factory,
+                init=spec.init, repr=spec.repr, hash=spec.hash, compare=spec.compare, metadata=spec.metadata,
+                kw_only=False)
+            standard.name, standard.type, standard._field_type = name, spec.type, dataclasses._FIELD
+        made[name] = standard
+    return made
+
+
+def _fields(cls: type, own: dict) -> dict[str, Field]:
     """The fields of ``cls``: its bases' (a dataclass's), then those its body annotates, in
     order, as the standard ``dataclass`` makes them. An annotation is read as written (with
     ``from __future__ import annotations``, a string): ``ClassVar`` ones are no fields."""
-    fields: dict[str, dataclasses.Field] = {}
+    specs: dict[str, Field] = {}
     for base in cls.__mro__[-1:0:-1]:  # (a standard dataclass's keeps its class variables there too)
-        fields.update((name, f) for name, f in (getattr(base, "__dataclass_fields__", None) or {}).items()
-                      if f._field_type is dataclasses._FIELD)
+        if "_field_specs" in base.__dict__:
+            specs.update(base._field_specs)
+        elif "__dataclass_fields__" in base.__dict__:  # a standard dataclass: dataclasses is loaded
+            import dataclasses
+
+            specs.update((name, _read(f)) for name, f in base.__dataclass_fields__.items()
+                         if f._field_type is dataclasses._FIELD)
     defaulted = None
     for name, kind in own.get("__annotations__", {}).items():
         head = (kind if isinstance(kind, str) else repr(kind)).partition("[")[0].rpartition(".")[2]
@@ -89,29 +197,53 @@ def _fields(cls: type, own: dict) -> dict[str, dataclasses.Field]:
             continue
         if head in ("InitVar", "KW_ONLY"):
             raise TypeError(f"{cls.__qualname__}: lookout's dataclass takes no {head}")
-        default = own.get(name, dataclasses.MISSING)
-        if isinstance(default, dataclasses.Field):
-            field = default
-            if field.default is dataclasses.MISSING:
+        default = own.get(name, MISSING)
+        if isinstance(default, Field) or _is_standard_field(default):
+            spec = default if isinstance(default, Field) else _read(default)
+            if spec.default is MISSING:
                 delattr(cls, name)
             else:
-                setattr(cls, name, field.default)
+                setattr(cls, name, spec.default)
         else:
-            field = dataclasses.field(default=default)
-        if isinstance(field.default, (list, dict, set)):
-            raise ValueError(f"mutable default {type(field.default)} for field {name} is not allowed: "
+            spec = Field(default=default)
+        if isinstance(spec.default, (list, dict, set)):
+            raise ValueError(f"mutable default {type(spec.default)} for field {name} is not allowed: "
                              "use default_factory")
-        field.name, field.type, field._field_type = name, kind, dataclasses._FIELD
-        if field.kw_only is dataclasses.MISSING:
-            field.kw_only = False
-        fields[name] = field
-    for field in fields.values():  # (the standard __init__'s compile says so, ours is compiled later)
-        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+        spec.name, spec.type = name, kind
+        if spec.standard is not None:
+            import dataclasses
+
+            spec.standard.name, spec.standard.type, spec.standard._field_type = name, kind, dataclasses._FIELD
+            if spec.standard.kw_only is dataclasses.MISSING:
+                spec.standard.kw_only = False
+        if spec.kw_only is MISSING:
+            spec.kw_only = False
+        specs[name] = spec
+    for spec in specs.values():  # (the standard __init__'s compile says so, ours is compiled later)
+        if spec.default is MISSING and spec.default_factory is MISSING:
             if defaulted is not None:
-                raise TypeError(f"non-default argument {field.name!r} follows default argument {defaulted!r}")
+                raise TypeError(f"non-default argument {spec.name!r} follows default argument {defaulted!r}")
         elif defaulted is None:
-            defaulted = field.name
-    return fields
+            defaulted = spec.name
+    return specs
+
+
+def _is_standard_field(value: Any) -> bool:
+    standard = sys.modules.get("dataclasses")  # a standard Field: dataclasses made it
+    return standard is not None and isinstance(value, standard.Field)
+
+
+def _read(standard: Any) -> Field:
+    """Ours for a standard library ``Field``, keeping it (it is what ``__dataclass_fields__`` shows)."""
+    import dataclasses
+
+    def ours(value: Any) -> Any:
+        return MISSING if value is dataclasses.MISSING else value
+
+    spec = Field(ours(standard.default), ours(standard.default_factory), standard.init, standard.repr,
+                 standard.hash, standard.compare, standard.metadata, ours(standard.kw_only), standard)
+    spec.name, spec.type = standard.name, standard.type
+    return spec
 
 
 def _slotted(cls: type, own: dict, names: tuple[str, ...]) -> type:
@@ -134,6 +266,8 @@ def _slots(cls: type) -> tuple[str, ...]:
 def _params(frozen: bool, eq: bool, repr: bool, slots: bool) -> Any:
     """``__dataclass_params__`` as the standard ``dataclass`` sets it (a dataclass made by it
     from one of ours reads ``frozen`` there)."""
+    import dataclasses
+
     first = {"init": True, "repr": repr, "eq": eq, "order": False, "unsafe_hash": False, "frozen": frozen}
     try:
         return dataclasses._DataclassParams(**first, match_args=True, kw_only=False, slots=slots, weakref_slot=False)
@@ -159,12 +293,12 @@ def _init(cls: type, frozen: bool):
     """``cls.__init__``: each field from its argument, its default or its default_factory."""
     env: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
     params, body = [], []
-    for f in cls.__dataclass_fields__.values():
+    for f in cls._field_specs.values():
         name, value = f.name, f.name
-        if f.default is not dataclasses.MISSING:
+        if f.default is not MISSING:
             env[f"_d_{name}"] = f.default
             params.append(f"{name}=_d_{name}")
-        elif f.default_factory is not dataclasses.MISSING:
+        elif f.default_factory is not MISSING:
             env[f"_f_{name}"] = f.default_factory
             params.append(f"{name}=_FACTORY")
             value = f"_f_{name}() if {name} is _FACTORY else {name}"
@@ -203,12 +337,16 @@ def _repr(self) -> str:
 def _frozen(cls: type, names: tuple[str, ...]):
     def __setattr__(self, name: str, value: Any) -> None:
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            from dataclasses import FrozenInstanceError
+
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+            from dataclasses import FrozenInstanceError
+
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
     return __setattr__, __delattr__

@@ -4,6 +4,11 @@ A record remembers the exact bytes it was read as (line ending included). It is 
 with orjson; a record a command edits is re-parsed with the standard library first, because
 orjson turns 30-digit integers into floats and refuses lone surrogates, and is then written
 compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
+
+orjson is imported only once a run has read a few megabytes: importing it loads
+``dataclasses``, ``inspect``, ``uuid`` and ``json`` (93 M instructions, a quarter of a prompt's
+re-measure, which reads a few hundred kilobytes). Before that, ``loads`` reads with the standard
+library what it reads exactly as orjson would, and hands orjson the rest (see ``loads``).
 """
 
 from __future__ import annotations
@@ -18,8 +23,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-
-import orjson
 
 from lookout_cli.core.errors import LookoutError, PipeClosed
 
@@ -65,13 +68,91 @@ def _loads(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+# The standard library parses 100-200 MB/s, orjson 3-5 times that: its import pays once a run
+# has read about this much.
+STANDARD_READS = 4 << 20
+_standard_left = STANDARD_READS
+_orjson: Any = None
+
+
+def fast_json(size: int = 0) -> Any:
+    """orjson, when a run has read ``size`` more bytes of JSON and that makes it pay (or it is
+    imported already); else None."""
+    global _orjson, _standard_left
+    if _orjson is None:
+        _standard_left -= size
+        if _standard_left >= 0 and "orjson" not in sys.modules:
+            return None
+        import orjson
+
+        _orjson = orjson
+    return _orjson
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """``orjson.loads``: the same value, or the same ``ValueError``, without importing orjson
+    until it pays (``read_as_orjson``)."""
+    fast = fast_json(len(data))
+    if fast is None:
+        value = read_as_orjson(data)
+        if value is not ORJSON:
+            return value
+        fast = fast_json(STANDARD_READS + 1)
+    return fast.loads(data)
+
+
+ORJSON = object()  # what ``read_as_orjson`` leaves to orjson
+
+
+def read_as_orjson(data: bytes | bytearray | memoryview | str) -> Any:
+    """What orjson reads ``data`` as, read by the standard library where it reads the same:
+    UTF-8, with no ``\\ud...`` escape (orjson refuses a lone surrogate), no NaN, no number
+    past a double, an integer past 64 bits a float as orjson makes it; else ``ORJSON``."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if b"\\ud" in raw or b"\\uD" in raw:
+        return ORJSON
+    # (an integer hook for every number costs: only where 19 digits may make one past 64 bits)
+    decoder = _AS_ORJSON_LONG if _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO) else _AS_ORJSON
+    try:
+        return decoder.decode(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # (UnicodeDecodeError too) orjson says what it is
+        return ORJSON
+
+
+def _orjson_int(text: str) -> int | float:
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 64 else float(text)
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON of ``obj`` (a dataclass as the object of its fields), to be read back
+    (``loads``), not compared: orjson's when it is loaded, else the standard library's, which
+    writes some floats and escapes otherwise. TypeError for what JSON cannot hold, as orjson."""
+    fast = fast_json()
+    if fast is not None:
+        return fast.dumps(obj)
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_fields_of)
+        return text.encode("utf-8")
+    except (ValueError, UnicodeEncodeError) as exc:  # NaN, a lone surrogate: refused, as orjson does
+        raise TypeError(str(exc)) from None
+
+
+def _fields_of(obj: Any) -> dict:
+    from lookout_cli.core.dataclass import fields, is_dataclass
+
+    if isinstance(obj, type) or not is_dataclass(obj):
+        raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
 def loads_to_read(data: bytes | str) -> Any:
     """JSON to read, never to write back: orjson (an integer past 64 bits becomes a float), else
     the standard library for what orjson refuses (NaN, a lone surrogate); ValueError when
     neither reads it."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
+        return loads(data)
+    except ValueError:
         return json.loads(data)
 
 
@@ -84,6 +165,8 @@ def loads_to_read(data: bytes | str) -> Any:
 # regular expression took longer than the standard library's parse).
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 19
+_AS_ORJSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_AS_ORJSON_LONG = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_orjson_int)
 
 
 def _own_notation(data: bytes) -> bool:
@@ -97,8 +180,8 @@ def loads_exact(data: bytes | str) -> Any:
     as orjson reads is fine."""
     if isinstance(data, bytes) and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
         try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
+            return loads(data)
+        except ValueError:
             pass  # a lone surrogate, or not JSON: the standard library says which
     with _room_for_nesting():
         return _loads(data)
@@ -119,9 +202,13 @@ def dumps_text(obj: Any) -> str:
 
 
 def _by_orjson(obj: Any) -> bytes | None:
-    """orjson's bytes for ``obj`` when they are the standard library's compact text, else None."""
+    """orjson's bytes for ``obj`` when they are the standard library's compact text (and orjson
+    is loaded), else None."""
+    fast = fast_json()
+    if fast is None:
+        return None
     try:
-        data = orjson.dumps(obj)
+        data = fast.dumps(obj)
     except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a big integer, deep nesting
         return None
     return None if _own_notation(data) else data
@@ -195,8 +282,8 @@ class Record:
             raw = self.raw  # once: a lean record reads it from its file
             if raw and not raw.isspace():
                 try:  # the line ending is JSON whitespace: parse the line as read, uncopied
-                    self._obj = orjson.loads(raw)
-                except orjson.JSONDecodeError:
+                    self._obj = loads(raw)
+                except ValueError:
                     try:  # what orjson refuses: lone surrogates, and what is not JSON at all
                         self._obj = _loads(self.body)  # nested deeper than ~1,000 levels: not read
                     except (ValueError, UnicodeDecodeError, RecursionError) as exc:

@@ -20,12 +20,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-import orjson
-
 from lookout_cli.core import hashing
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.fsutil import append_line, keep_new, new_temp_file, write_new
-from lookout_cli.core.jsonl import loads_exact
+from lookout_cli.core.jsonl import dumps, loads, loads_exact
 
 MARKER = "lookout-restore:"
 # "+N": the N lines after the marker's line are copies of saved lines (see ``carrying``)
@@ -148,7 +146,7 @@ class SavedStore:
                 "transcript": self.transcript,
             }
         )
-        append_line(self._manifest, orjson.dumps({k: v for k, v in entry.items() if v is not None}) + b"\n")
+        append_line(self._manifest, dumps({k: v for k, v in entry.items() if v is not None}) + b"\n")
 
 
 def human_size(nbytes: int) -> str:
@@ -192,8 +190,8 @@ def restore_marker(raw: bytes) -> str:
 
 def _parse(raw: bytes):
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        return loads(raw)
+    except ValueError:
         try:
             return loads_exact(raw)
         except ValueError:

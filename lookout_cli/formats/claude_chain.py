@@ -44,9 +44,8 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats import CALL_BLOCKS, interned, type_of

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import uuid as _uuid
 from collections.abc import Iterator
 
 from lookout_cli.core.errors import LookoutError
@@ -113,7 +112,9 @@ def _later(stamp: str, ms: int) -> str:
 
 
 def new_uuid() -> str:
-    return str(_uuid.uuid4())
+    import uuid  # (only a run that writes lines: uuid imports platform)
+
+    return str(uuid.uuid4())
 
 
 def wrap_setup(text: str) -> str:

@@ -26,10 +26,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 
-import orjson
-
 from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthropic views count calls so too
-from lookout_cli.core.jsonl import last_line_holding
+from lookout_cli.core.jsonl import last_line_holding, loads
 from lookout_cli.formats import CALL_BLOCKS, as_str, interned, type_of
 from lookout_cli.formats.claude_chain import (
     MOVED_KIND,
@@ -731,8 +729,8 @@ _ITEM_LINES = frozenset({"user", "assistant", "attachment", "system"})
 def _main_boundary(line: bytes) -> bool:
     """Whether a line is a compaction boundary of the main conversation (not a subagent's)."""
     try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        obj = loads(line)
+    except ValueError:
         return False
     return type(obj) is dict and is_boundary(obj) and obj.get("isSidechain") is not True
 

@@ -26,8 +26,6 @@ import operator
 import sys
 from collections.abc import Callable, Sequence
 
-import orjson
-
 from lookout_cli.core.jsonl import Record
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
@@ -116,6 +114,8 @@ class Settling:
         they are no JSON value, and the caller keeps a record of the line). Each line is parsed
         by orjson (``add``), or with ``size`` bytes of lines to read, at least
         ``FIELDS_BYTES``, decoded by msgspec into the fields read here (``claude_fields``)."""
+        import orjson  # (a cold read: core.jsonl.loads would not pay for it yet)
+
         loads, decode_error, add = orjson.loads, orjson.JSONDecodeError, self.add
 
         def by_value(raw: bytes) -> bool:
@@ -343,6 +343,8 @@ class _Figures:
                   usage.output_tokens, creation.ephemeral_1h_input_tokens if creation is not None else 0)
         if (counts[0] or counts[1] or counts[2] or counts[3]) \
                 and not self._kept(pos, counts, message.model, message.id, line.timestamp):
+            import orjson
+
             self.take(pos, orjson.loads(raw))
 
     def _kept(self, pos: int, counts: tuple, model: Any, key: Any, timestamp: Any) -> bool:

@@ -21,14 +21,12 @@ a trailer that records the compaction and the ``lookout restore`` marker.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import field
 from typing import Any
 
 from lookout_cli import formats
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import carrying
@@ -379,7 +377,7 @@ class MessageListAdapter(formats.Adapter):
                 continue
             if isinstance(rid, str):
                 seen.add(rid)
-            view.usages.append(dataclasses.replace(usage, record=record))
+            view.usages.append(replace(usage, record=record))
         models = [u.model for u in view.usages if u.model]
         body_model = self.record_node(layout.body)[MODEL] if layout.body is not None else None
         view.model = body_model if body_model is not None else models[-1] if models else None  # known before the items

@@ -7,13 +7,10 @@ its edits back to the adapter. A command never looks at a format's records itsel
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
 from types import MappingProxyType
 
-import orjson
-
-from lookout_cli.core.dataclass import dataclass
-from lookout_cli.core.jsonl import Line, Record
+from lookout_cli.core.dataclass import dataclass, field
+from lookout_cli.core.jsonl import Line, Record, loads
 from lookout_cli.formats.kinds import (  # the view's words, here with its classes for the modules that use both
     ASSISTANT_ROLES,
     IMAGE,
@@ -158,17 +155,17 @@ def arguments(call: Item) -> dict:
             return value
         if isinstance(value, str):
             try:
-                parsed = orjson.loads(value)
-            except orjson.JSONDecodeError:
+                parsed = loads(value)
+            except ValueError:
                 continue
             if isinstance(parsed, dict):
                 return parsed
     start = call.text.find("{")
     if start >= 0:
         try:
-            parsed = orjson.loads(call.text[start:])
+            parsed = loads(call.text[start:])
             return parsed if isinstance(parsed, dict) else {}
-        except orjson.JSONDecodeError:
+        except ValueError:
             pass
     return {}
 

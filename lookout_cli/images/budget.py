@@ -4,9 +4,8 @@ most half its image budget (pure planning)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.saved import SavedStore, human_size
 from lookout_cli.formats.clearing import clear_cost, is_cleared
 from lookout_cli.formats.view import ASSISTANT_ROLES, IMAGE, TOOL_CALL, Item, View, arguments

@@ -19,9 +19,8 @@ import base64
 import io
 import math
 import warnings
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.images.costs import PROVIDER_LIMITS, limits_for
 
 DEFAULT_MAX_SIDE = 2048

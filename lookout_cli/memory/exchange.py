@@ -19,11 +19,10 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import field, replace
 from pathlib import Path, PurePosixPath
 
 from lookout_cli.core import secrets
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import atomic_write, new_temp_file
 from lookout_cli.memory.store import (

@@ -25,11 +25,10 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import atomic_write
 from lookout_cli.core.paths import data_dir

@@ -27,11 +27,10 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
-from dataclasses import field, replace
 from pathlib import Path
 
 from lookout_cli.core import lock, secrets
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.fsutil import atomic_write
 from lookout_cli.core.times import parse_time

@@ -11,10 +11,9 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import field, replace
 
 from lookout_cli.core import secrets
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.core.errors import LookoutError
 from lookout_cli.core.times import parse_time
 from lookout_cli.memory.store import (

@@ -25,11 +25,10 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.mentions import parse as mp
 from lookout_cli.mentions.ignore import IGNORE_FILES, GitError, IgnoreMatch, IgnoreRules, git
 

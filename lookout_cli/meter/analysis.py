@@ -18,11 +18,10 @@ import datetime as dt
 import operator
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import field
 from pathlib import Path
 
 from lookout_cli.core import progress
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.formats.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 from lookout_cli.formats.usages import split_usages
 from lookout_cli.images.costs import image_item_tokens, image_provider
@@ -815,18 +814,16 @@ def model_ttl(model) -> int | None:
 def budget_figures(model, recorded_window: int | None, settings: Settings, used: int, budget=None) -> BudgetFigures:
     """The budget, reserve, summary point and compaction point for ``model``. A window the
     transcript records (Codex's ``model_context_window``) replaces the model file's."""
-    import dataclasses
-
     from lookout_cli.tokens.budget import Budget
 
     window, window_source = model.context_window, "model"
     if recorded_window:
         window, window_source = recorded_window, "transcript"
         if model.input_limit is not None:
-            model = dataclasses.replace(model, input_limit=recorded_window,
-                                        context_window=max(model.context_window, recorded_window))
+            model = replace(model, input_limit=recorded_window,
+                          context_window=max(model.context_window, recorded_window))
         else:
-            model = dataclasses.replace(model, context_window=recorded_window)
+            model = replace(model, context_window=recorded_window)
     if budget is None:
         budget = Budget.from_settings(model, settings.budget, settings.threshold_percent, settings.reserved)
     if settings.budget is not None:

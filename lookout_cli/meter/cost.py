@@ -8,9 +8,8 @@ import datetime as dt
 import itertools
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.times import iso, parse_time
 from lookout_cli.formats.usages import (
     by_model,

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-import orjson
-
+from lookout_cli.core.jsonl import dumps
 from lookout_cli.formats.clearing import cleared_sign, is_cleared
 from lookout_cli.formats.view import IMAGE, NO_EXTRA, TOOL_CALL, Item, View
 from lookout_cli.images.costs import image_dimensions
@@ -155,8 +154,8 @@ def shrink(item: Item) -> None:
         item.extra = {k: v for k, v in item.extra.items() if k not in ARGUMENT_FIELDS} or NO_EXTRA
         kept = {k: v for k, v in args.items() if k in ARGUMENT_KEYS}
         try:  # read back as JSON only (not counted): orjson's text is as good and 5-10x cheaper
-            item.text = orjson.dumps(kept).decode()
-        except (TypeError, orjson.JSONEncodeError):  # a big integer, a lone surrogate
+            item.text = dumps(kept).decode()
+        except TypeError:  # a big integer, a lone surrogate
             item.text = json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
         return
     if is_cleared(item):

@@ -39,7 +39,6 @@ that does not, or that is torn or damaged. Only adapters that keep their items i
 from __future__ import annotations
 
 import array
-import dataclasses
 import itertools
 import marshal
 import os
@@ -48,6 +47,7 @@ from pathlib import Path
 
 from lookout_cli import __version__
 from lookout_cli.core import hashing
+from lookout_cli.core.dataclass import replace
 from lookout_cli.core.fsutil import (
     Sections,
     raw_values,
@@ -165,7 +165,7 @@ class LineMemo:
         self._after: Sections | None = None
         if read is not None and self._parts and len(self._parts) == len(read.payloads) < MAX_SECTIONS \
                 and read.end == read.size and 2 * read.payloads[0].nbytes >= read.end:
-            self._after = dataclasses.replace(read, payloads=[])  # (the payloads are let go with the parts)
+            self._after = replace(read, payloads=[])  # (the payloads are let go with the parts)
 
     def _read_headers(self, payloads: list[memoryview]) -> None:
         """The sections that follow one another, up to the first that does not."""

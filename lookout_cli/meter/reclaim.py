@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import field
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.jsonl import loads_to_read
 from lookout_cli.formats.kinds import IMAGE, TOOL_CALL, TOOL_RESULT
 

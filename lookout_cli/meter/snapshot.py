@@ -14,7 +14,6 @@ snapshot tells :mod:`lookout_cli.meter.replay` what its figures describe, so it 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import json
@@ -23,6 +22,7 @@ import sys
 from collections.abc import Callable
 
 from lookout_cli import __version__
+from lookout_cli.core.dataclass import fields, is_dataclass
 from lookout_cli.core.file_guard import digest, stamp
 from lookout_cli.core.times import parse_time
 from lookout_cli.meter import replay
@@ -40,8 +40,8 @@ REUSED = "the file is unchanged since it was last measured: these figures are re
 
 def settings_key(settings: Settings, format_name: str | None) -> str:
     """What the figures depend on besides the file and the setup files' contents."""
-    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "now"}
-    text = json.dumps([SCHEMA, __version__, format_name, fields], sort_keys=True, default=str)
+    values = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "now"}
+    text = json.dumps([SCHEMA, __version__, format_name, values], sort_keys=True, default=str)
     return "meter-" + digest(text.encode("utf-8", "surrogatepass"))[:24]
 
 
@@ -103,7 +103,7 @@ def _decode(kind: type, value: dict) -> Any:
 @functools.cache
 def _builders(kind: type) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
     names = vars(sys.modules[kind.__module__])
-    return tuple((f.name, _builder(f.type, names)) for f in dataclasses.fields(kind))
+    return tuple((f.name, _builder(f.type, names)) for f in fields(kind))
 
 
 def _builder(annotation: Any, names: dict[str, Any]) -> Callable[[Any], Any] | None:
@@ -118,7 +118,7 @@ def _builder(annotation: Any, names: dict[str, Any]) -> Callable[[Any], Any] | N
         build = (lambda value: [inner(v) for v in value]) if inner else None
     else:
         kind = names.get(bare)
-        build = functools.partial(_decode, kind) if dataclasses.is_dataclass(kind) else None
+        build = functools.partial(_decode, kind) if is_dataclass(kind) else None
     if build is not None and bare != text:
         return lambda value: None if value is None else build(value)
     return build

@@ -31,12 +31,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import orjson
-
 from lookout_cli.core import paths
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.file_guard import digest, guards
 from lookout_cli.core.fsutil import atomic_write
+from lookout_cli.core.jsonl import dumps, loads
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -109,7 +108,7 @@ def _load(path: str | os.PathLike, key: str) -> tuple[State, Path, bytes] | None
     try:
         with open(where, "rb") as handle:
             head = handle.readline()
-        state = State(**orjson.loads(head))
+        state = State(**loads(head))
     except (OSError, ValueError, TypeError):
         return None
     if state.version != VERSION or state.key != key:
@@ -123,7 +122,7 @@ def _with_totals(state: State, where: Path, head: bytes) -> State | None:
         data = where.read_bytes()
         if not data.startswith(head):  # replaced since (another run)
             return None
-        state.totals = orjson.loads(memoryview(data)[len(head):])
+        state.totals = loads(memoryview(data)[len(head):])
     except (OSError, ValueError):  # gone, or torn
         return None
     return state
@@ -186,7 +185,7 @@ def commit(path: str | os.PathLike, key: str, offset: int, totals: Any) -> State
             state = state_of(fh, path, key, offset, totals)
         # dataclasses in ``totals`` too; a torn state reads as none: the file is measured again
         head = {**state.__dict__, "totals": None}
-        atomic_write(state_path(path, key), orjson.dumps(head) + b"\n" + orjson.dumps(totals), cache=True)
+        atomic_write(state_path(path, key), dumps(head) + b"\n" + dumps(totals), cache=True)
         return state
     except (OSError, TypeError, ValueError):
         return None

@@ -11,12 +11,10 @@ says the numbers are assumed.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import field
 from functools import lru_cache
 
-from lookout_cli.core.dataclass import dataclass
+from lookout_cli.core.dataclass import dataclass, field, fields
 from lookout_cli.core.errors import LookoutError, quoted
 from lookout_cli.core.units import parse_size
 
@@ -267,9 +265,15 @@ def catalog() -> _Catalog:
 
     text = shipped.read_bytes("models.toml")
     path = cache_dir() / f"models-{hashing.sha256(text).hexdigest()[:16]}-{MARSHAL_TAG}.marshal"
-    fields = kept_value(path, lambda: dataclasses.astuple(_load_toml(text.decode("utf-8"))),
-                        lambda kept: type(kept) is tuple and len(kept) == len(dataclasses.fields(_Catalog)))
-    return _Catalog(*fields)
+    values = kept_value(path, lambda: _astuple(_load_toml(text.decode("utf-8"))),
+                        lambda kept: type(kept) is tuple and len(kept) == len(fields(_Catalog)))
+    return _Catalog(*values)
+
+
+def _astuple(parsed: _Catalog) -> tuple:
+    import dataclasses  # (when the file is parsed again: its copies marshal the same every time)
+
+    return dataclasses.astuple(parsed)
 
 
 def known_models() -> list[str]:
@@ -297,17 +301,17 @@ def _guess_provider(name: str) -> str | None:
     return None
 
 
-def _build(name: str, fields: dict[str, Any], known: bool, label: str, cat: _Catalog) -> Model:
+def _build(name: str, given: dict[str, Any], known: bool, label: str, cat: _Catalog) -> Model:
     from lookout_cli.tokens.tokenizer import encoding_for_model
 
     values = {**cat.defaults}
-    provider = fields.get("provider") or _guess_provider(name)
+    provider = given.get("provider") or _guess_provider(name)
     values.update(cat.providers.get(provider or "", {}))
-    values.update(fields)
+    values.update(given)
     values.pop("base", None)
     values["provider"] = provider
     values.setdefault("encoding", encoding_for_model(name))
-    kwargs = {f.name: values[f.name] for f in dataclasses.fields(Model) if f.name in values}
+    kwargs = {f.name: values[f.name] for f in fields(Model) if f.name in values}
     model = Model(name=name, known=known, label=label, **kwargs)
     if model.input_limit is not None and model.input_limit > model.context_window:
         raise LookoutError(
