@@ -7,8 +7,8 @@ compactly the way the agents themselves write JSON (``JSON.stringify`` / serde).
 
 orjson is imported only once a run has read a few megabytes: importing it loads
 ``dataclasses``, ``inspect``, ``uuid`` and ``json`` (93 M instructions, a quarter of a prompt's
-re-measure, which reads a few hundred kilobytes). Before that, ``loads`` reads with the standard
-library what it reads exactly as orjson would, and hands orjson the rest (see ``loads``).
+re-measure, which reads some tens of kilobytes). Before that, ``loads`` reads with the standard
+library what it reads exactly as orjson would, and hands orjson the rest (``read_as_orjson``).
 """
 
 from __future__ import annotations
@@ -127,14 +127,15 @@ def _orjson_int(text: str) -> int | float:
 def dumps(obj: Any) -> bytes:
     """Compact JSON of ``obj`` (a dataclass as the object of its fields), to be read back
     (``loads``), not compared: orjson's when it is loaded, else the standard library's, which
-    writes some floats and escapes otherwise. TypeError for what JSON cannot hold, as orjson."""
+    writes some floats otherwise. TypeError for what JSON cannot hold, as orjson (and for NaN,
+    which orjson writes as null)."""
     fast = fast_json()
     if fast is not None:
         return fast.dumps(obj)
     try:
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_fields_of)
         return text.encode("utf-8")
-    except (ValueError, UnicodeEncodeError) as exc:  # NaN, a lone surrogate: refused, as orjson does
+    except (ValueError, UnicodeEncodeError) as exc:  # NaN; a lone surrogate, which orjson refuses
         raise TypeError(str(exc)) from None
 
 
