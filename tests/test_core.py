@@ -195,23 +195,26 @@ def test_edits_read_and_write_what_the_standard_library_does(line):
         "utf-8", "backslashreplace")
 
 
-EDGES = [
+READ_AS_ORJSON = [  # read by the standard library, as orjson reads them
     b'{"big":18446744073709551616,"neg":-9223372036854775809,"top":18446744073709551615,"low":-9223372036854775808}',
     b'[123456789012345678901234567890,-0,-0.0,1E2,1e-400,2.5e-05,0.1,1.7976931348623157e308]',
-    b'{"id":"toolu_0000000000000000000a670a","n":1}', b'{"a":1,"a":2,"b":{"a":3}}', b'[1e400]', b'[-1e400]',
-    b'{"lone":"\\ud800"}', b'{"pair":"\\ud83d\\ude00"}', b'{"esc":"\\\\ud800"}', b'NaN', b'[Infinity]',
-    b'\xef\xbb\xbf{}', b'{"bad":"\xed\xa0\x80"}', b'{"bad":"\xff"}', b'{"tab":"a\tb"}', b'{"del":"\x7f"}',
-    b' \t{"ws":true}\r\n', b'{"trail":1} x', b'', b'{"open":', b'[' * 1020 + b']' * 1020, b'[' * 1030 + b']' * 1030,
-    "{\"text\":\"caf\u00e9 \ud800\"}", "[1, 2.5, \"\u2028\"]",
+    b'{"id":"toolu_0000000000000000000a670a","n":1}', b'{"a":1,"a":2,"b":{"a":3}}', b'{"del":"\x7f"}',
+    b' \t{"ws":true}\r\n', "[1, 2.5, \"\u2028\"]",
+]
+LEFT_TO_ORJSON = [  # what orjson refuses (it raises), or what is left to it to be sure
+    b'[1e400]', b'[-1e400]', b'{"lone":"\\ud800"}', b'{"pair":"\\ud83d\\ude00"}', b'{"esc":"\\\\ud800"}', b'NaN',
+    b'[Infinity]', b'\xef\xbb\xbf{}', b'{"bad":"\xed\xa0\x80"}', b'{"bad":"\xff"}', b'{"tab":"a\tb"}', b'{"trail":1} x',
+    b'', b'{"open":', b'[' * 1020 + b']' * 1020, b'[' * 1030 + b']' * 1030, "{\"text\":\"caf\u00e9 \ud800\"}",
 ]
 
 
-@pytest.mark.parametrize("data", EDGES, ids=range(len(EDGES)))
+@pytest.mark.parametrize("data", READ_AS_ORJSON + LEFT_TO_ORJSON, ids=range(len(READ_AS_ORJSON + LEFT_TO_ORJSON)))
 def test_the_standard_library_reads_a_value_as_orjson_or_leaves_it_to_orjson(data):
     """``jsonl.loads`` reads with the standard library until orjson pays for its import: each
     value it reads there is orjson's (types, key order, -0.0 and all), and what orjson refuses
-    it leaves to orjson."""
+    it leaves to orjson (which raises)."""
     read = read_as_orjson(data)
+    assert (read is not ORJSON) == (data in READ_AS_ORJSON)
     if read is not ORJSON:
         assert repr(read) == repr(orjson.loads(data))
 

@@ -24,6 +24,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from lookout_cli.core.dataclass import fields, is_dataclass
 from lookout_cli.core.errors import LookoutError, PipeClosed
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
@@ -140,8 +141,6 @@ def dumps(obj: Any) -> bytes:
 
 
 def _fields_of(obj: Any) -> dict:
-    from lookout_cli.core.dataclass import fields, is_dataclass
-
     if isinstance(obj, type) or not is_dataclass(obj):
         raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
     return {f.name: getattr(obj, f.name) for f in fields(obj)}

@@ -168,7 +168,7 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
         else:
             sums[:7] = map(operator.add, sums[:7], totals[:7])
             sums[7:] = map(max, sums[7:], totals[7:])  # (any 1-hour write, the highest prompt)
-    by_model = None  # each model's figures by column, when one is priced a response at a time
+    models_figures = None  # each model's figures by column, when one is priced a response at a time
     for name, (count, uncached, write, read, output, _, hour, any_hour, highest) in by_name.items():
         model = model_for(name)
         if model is None or not getattr(model, "known", True):
@@ -181,8 +181,8 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
         if parts is not None:
             _add(cost, parts, model, count)
             continue
-        by_model = by_model or _figures_by_model(usages)
-        figures = _figures_of(by_model, name, default_model)
+        models_figures = models_figures or _figures_by_model(usages)
+        figures = _figures_of(models_figures, name, default_model)
         rates = [(False, figures)]
         if threshold is not None:
             prompts = map(operator.add, map(operator.add, figures[0], figures[1]), figures[2])
@@ -201,11 +201,11 @@ def total_cost(usages: Sequence[Usage], model_for: Callable[[str | None], Any], 
     return cost
 
 
-def _figures_of(by_model: dict[str | None, list[list[int]]], name: str | None,
+def _figures_of(models_figures: dict[str | None, list[list[int]]], name: str | None,
                 default_model: str | None) -> list[list[int]]:
     """The figures by column (``_figures_by_model``'s) of the responses priced at ``name``."""
     figures: list[list[int]] = [[] for _ in _FIGURES]
-    for model, more in by_model.items():
+    for model, more in models_figures.items():
         if _priced_as(model, default_model) == name:
             for column, added in zip(figures, more):
                 column += added
