@@ -16,10 +16,9 @@ does not know may well be meant for something else.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from lookout_cli.core.errors import LookoutError, quoted
-from lookout_cli.core.paths import config_dir
+from lookout_cli.core.paths import user_config_file
 from lookout_cli.settings import (
     OTHER_VARIABLES,
     SETTINGS,
@@ -48,11 +47,11 @@ def _merge(base: dict, extra: dict) -> dict:
     return base
 
 
-def _read(path: Path) -> dict:
+def _read(path: str) -> dict:
     import tomllib  # here, not at the top: most runs find no config file (start-up time)
 
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise LookoutError(f"{path}: not valid TOML: {exc}") from None
@@ -60,13 +59,17 @@ def _read(path: Path) -> dict:
         raise LookoutError(f"{path}: {exc.strerror}") from None
 
 
-def find_project_file(start: Path | None = None) -> Path | None:
-    folder = (start or Path.cwd()).resolve()
-    for candidate in (folder, *folder.parents):
-        path = candidate / PROJECT_FILE
-        if path.is_file():
+def find_project_file(start: str | os.PathLike | None = None) -> str | None:
+    """``.lookout.toml`` in ``start`` (the working folder) or the nearest folder above it."""
+    folder = os.path.realpath(start or os.getcwd())
+    while True:
+        path = os.path.join(folder, PROJECT_FILE)
+        if os.path.isfile(path):
             return path
-    return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def _scalar(text: str) -> Any:
@@ -119,15 +122,14 @@ def _no_config() -> bool:
         raise LookoutError(f"LOOKOUT_NO_CONFIG: {exc}") from None
 
 
-def _user_file() -> Path | None:
+def _user_file() -> str | None:
     """``$LOOKOUT_CONFIG``, which must be there; else the user's config file, if any."""
-    named = os.environ.get("LOOKOUT_CONFIG")
-    if not named:
-        path = config_dir() / "config.toml"
-        return path if path.is_file() else None
-    if not os.path.exists(named):
-        raise LookoutError(f"LOOKOUT_CONFIG: {named}: no such file")
-    return Path(named)
+    path = user_config_file()
+    if not os.environ.get("LOOKOUT_CONFIG"):
+        return path if os.path.isfile(path) else None
+    if not os.path.exists(path):
+        raise LookoutError(f"LOOKOUT_CONFIG: {path}: no such file")
+    return path
 
 
 class Config:
@@ -136,7 +138,7 @@ class Config:
 
     def __init__(self, isolated: bool = False, values: dict | None = None) -> None:
         self.isolated = isolated
-        self.files: list[Path] = []
+        self.files: list[str] = []
         self.values: dict = {}
         self.warnings: list[str] = []
         if values is not None:
@@ -148,7 +150,7 @@ class Config:
         for path in (_user_file(), find_project_file()):
             if path is not None:
                 values = _read(path)
-                _check(values, str(path))
+                _check(values, path)
                 _merge(self.values, values)
                 self.files.append(path)
         for name, text in os.environ.items():

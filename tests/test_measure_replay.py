@@ -101,9 +101,11 @@ def test_a_grown_session_is_measured_again_without_click_to_the_same_figures(pat
     fresh = measure(*hook, str(session), LOOKOUT_CACHE_DIR=str(tmp_path / "fresh"))
     assert again.again and fresh.clicked
     # what such a run leaves out (ARCHITECTURE.md): the modules a prompt's run has no use for,
-    # orjson too (and dataclasses, inspect, uuid that it imports) for the few lines it reads
+    # orjson too (and dataclasses, inspect, uuid that it imports) for the few lines it reads,
+    # pathlib (with urllib.parse and ipaddress) and xdg_base_dirs for the cache files it opens
     assert not again.names & {b"typing", b"threading", b"heapq", b"base64", b"_hashlib", b"tiktoken", b"orjson",
-                              b"dataclasses", b"inspect", b"uuid"}, again.names
+                              b"dataclasses", b"inspect", b"uuid", b"pathlib", b"ipaddress", b"xdg_base_dirs",
+                              b"copy"}, again.names
     # a first run tells the format by every format's sniffer (formats/sniff.py) and loads that
     # format's reader only: not Codex's or the message lists' (an adapter is loaded through
     # importlib, which the import log leaves out, but what it imports is in it)
@@ -187,7 +189,7 @@ def test_runs_with_a_report_or_another_output_are_never_replayed(session, tmp_pa
 
 def test_a_damaged_record_runs_lookout(session):
     measure("-q", "--no-discover", str(session))
-    records = list(Path(replay.cache_folder(), "state").glob("replay-*.bin"))
+    records = list(Path(paths.cache_folder(), "state").glob("replay-*.bin"))
     assert len(records) == 1
     records[0].write_bytes(b"\xff\x00 not marshal")
     again = measure("-q", "--no-discover", str(session))
@@ -212,12 +214,19 @@ def test_a_closed_pipe_ends_a_replay_with_141(session):
 
 
 @pytest.mark.parametrize("env", [{}, {"LOOKOUT_CACHE_DIR": "/x/cache"}, {"XDG_CACHE_HOME": "/y"},
-                                 {"XDG_CACHE_HOME": "relative/path"}, {"XDG_CACHE_HOME": ""}])
-def test_the_cache_folder_is_lookouts(monkeypatch, env):
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+                                 {"XDG_CACHE_HOME": "relative/path"}, {"XDG_CACHE_HOME": ""},
+                                 {"XDG_CONFIG_HOME": "/z"}, {"XDG_CONFIG_HOME": "relative"}, {"HOME": "/h"},
+                                 {"LOOKOUT_CONFIG": "/c/custom.toml"}])
+def test_the_folders_as_text_are_the_folders_as_paths(monkeypatch, env):
+    """What a prompt's run opens without pathlib (``cache_folder``, ``user_config_file``) is
+    where the other runs, through xdg_base_dirs, keep and read their files."""
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "LOOKOUT_CACHE_DIR", "LOOKOUT_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert Path(replay.cache_folder()) == paths.cache_dir()
+    assert Path(paths.cache_folder()) == paths.cache_dir()
+    named = os.environ.get("LOOKOUT_CONFIG")
+    assert Path(paths.user_config_file()) == (Path(named) if named else paths.config_dir() / "config.toml")
 
 
 @pytest.mark.parametrize("user", [None, "custom.toml"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from lookout_cli.meter import state as ms
 
@@ -100,7 +101,7 @@ def test_keys_are_separate_and_a_broken_state_is_ignored(tmp_path):
     _measure(f, "a")
     assert ms.plan(f, "a").kind == ms.UNCHANGED
     assert ms.plan(f, "b").kind == ms.NEW
-    ms.state_path(f, "a").write_text("{not json")
+    Path(ms.state_path(f, "a")).write_text("{not json")
     assert ms.plan(f, "a").kind == ms.NEW
 
 
@@ -109,5 +110,5 @@ def test_state_lives_in_the_cache_folder(tmp_path, monkeypatch):
     f = tmp_path / "t.jsonl"
     _write(f, LINES[:5])
     _measure(f)
-    assert ms.state_path(f, "k").parent == tmp_path / "cache" / "state"
-    assert ms.state_path(f, "k").exists()
+    assert Path(ms.state_path(f, "k")).parent == tmp_path / "cache" / "state"
+    assert os.path.exists(ms.state_path(f, "k"))

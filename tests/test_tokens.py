@@ -242,7 +242,7 @@ def test_truncated_or_non_gzip_rank_file_is_rejected():
 
 
 def test_the_rank_table_is_kept_in_the_cache_folder_and_a_damaged_copy_is_replaced():
-    path = tokens.ranks_cache_path("cl100k_base")
+    path = Path(tokens.ranks_cache_path("cl100k_base"))
     shipped = tokens.read_ranks("cl100k_base")
     path.unlink(missing_ok=True)  # a link to the suite's copy (conftest): never written through
     assert tokens.cached_ranks("cl100k_base") == shipped  # decoded from the package, then kept

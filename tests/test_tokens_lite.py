@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -106,7 +107,7 @@ def test_a_pattern_it_cannot_spell_for_re_is_split_by_the_regex_package():
 def test_a_damaged_table_is_not_used(tmp_path):
     ranks_path = tmp_path / "ranks-x.marshal"
     lite.ensure_table(ranks_path, {b"a": 0, b"b": 1, b"ab": 2})
-    table = lite.table_path(ranks_path)
+    table = Path(lite.table_path(ranks_path))
     assert lite.Table.open(table).rank(b"ab") == 2
     data = bytearray(table.read_bytes())
     data[-1] ^= 1
@@ -114,6 +115,58 @@ def test_a_damaged_table_is_not_used(tmp_path):
     assert lite.Table.open(table) is None
     table.write_bytes(b"LKBPE")
     assert lite.Table.open(table) is None
+
+
+class _Sums:
+    """zlib as lite.py sees it, counting the sums of a table (``Table.open``)."""
+
+    def __init__(self):
+        import zlib
+
+        self.zlib, self.made = zlib, 0
+
+    def crc32(self, data, *start):
+        self.made += len(data) > 64  # a table's body, not a token
+        return self.zlib.crc32(data, *start)
+
+
+def test_a_table_found_whole_is_not_summed_again_until_its_file_changes(tmp_path, monkeypatch):
+    ranks_path = tmp_path / "ranks-x.marshal"
+    ranks = {bytes([n]): n for n in range(256)}
+    lite.ensure_table(ranks_path, ranks)
+    table = Path(lite.table_path(ranks_path))
+    note = table.with_name(table.name + ".whole")
+    sums = _Sums()
+    monkeypatch.setattr(lite, "zlib", sums)
+    # just written: summed on every open, and not noted (two writes in one tick keep the times)
+    assert lite.Table.open(table).rank(b"a") == 97 and lite.Table.open(table) is not None
+    assert sums.made == 2 and not note.exists()
+    monkeypatch.setattr(lite, "RACY_NS", -(1 << 62))  # as a second later
+    assert lite.Table.open(table) is not None and note.exists() and sums.made == 3
+    assert lite.Table.open(table).rank(b"b") == 98 and sums.made == 3  # noted: not summed
+    # replaced by a damaged copy (another inode, as any writer that replaces it): summed, refused
+    data = bytearray(table.read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "copy").write_bytes(bytes(data))
+    os.replace(tmp_path / "copy", table)
+    assert lite.Table.open(table) is None and sums.made == 4
+    assert lite.Table.open(table) is None and sums.made == 5  # a damaged table is never noted
+
+
+def test_a_damaged_table_is_written_anew_by_the_run_that_loads_the_tokenizer(tmp_path):
+    ranks_path = tmp_path / "ranks-x.marshal"
+    ranks = {b"a": 0, b"b": 1, b"ab": 2}
+    lite.ensure_table(ranks_path, ranks)
+    table = Path(lite.table_path(ranks_path))
+    data = bytearray(table.read_bytes())
+    data[-1] ^= 1
+    table.write_bytes(bytes(data))
+    assert lite.Table.open(table) is None
+    lite.ensure_table(ranks_path, ranks)  # (it returned at once while any file was there)
+    assert lite.Table.open(table).rank(b"ab") == 2
+    before = table.stat()
+    lite.ensure_table(ranks_path, ranks)  # a whole table is left as it is
+    assert (table.stat().st_ino, table.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
 def test_merge_takes_the_lowest_rank_leftmost_first():

@@ -24,7 +24,6 @@ import json
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from lookout_cli.agents import status
 from lookout_cli.agents.events import (
@@ -48,16 +47,17 @@ MemoryBlock = Callable[[str | None], "str | None"]  # the memory lists for a wor
 
 # --- state kept between a session's hooks --------------------------------------------------------
 
-def _state_path(event: Event) -> Path:
-    from lookout_cli.core.paths import cache_dir
+def _state_path(event: Event) -> str:
+    from lookout_cli.core.paths import cache_folder
 
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in (event.session_id or "unknown"))[:80]
-    return cache_dir() / "state" / f"hook-{event.agent}-{name}.json"
+    return os.path.join(cache_folder(), "state", f"hook-{event.agent}-{name}.json")
 
 
 def _state(event: Event) -> dict:
     try:
-        data = json.loads(_state_path(event).read_text(encoding="utf-8"))
+        with open(_state_path(event), "rb") as handle:
+            data = json.loads(handle.read())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -66,9 +66,7 @@ def _state(event: Event) -> dict:
 def _keep(event: Event, state: dict) -> None:
     from lookout_cli.core.fsutil import atomic_write
 
-    path = _state_path(event)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(state).encode(), cache=True)
+    atomic_write(_state_path(event), json.dumps(state).encode(), cache=True)  # (its folder made as needed)
 
 
 # --- reading the transcript -----------------------------------------------------------------------

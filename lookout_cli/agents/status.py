@@ -22,7 +22,8 @@ import os
 import sys
 
 from lookout_cli import __version__
-from lookout_cli.meter.replay import cache_folder, config_stamps
+from lookout_cli.core.paths import cache_folder
+from lookout_cli.meter.replay import config_stamps
 
 # orjson is not imported: its import alone (dataclasses, inspect, json) took 30 ms; the few
 # lines read here parse as fast with the standard library's decoder

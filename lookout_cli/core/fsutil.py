@@ -23,7 +23,6 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from lookout_cli.core import lock
 from lookout_cli.core.dataclass import dataclass
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 
 MARSHAL_TAG = "py" + "".join(map(str, sys.version_info[:2]))  # in a kept file's name: marshal's format may change
 _pending: dict[str, None] = {}  # files written but not yet fsynced, in order
-_appends: dict[Path, list[bytes]] = {}  # lines to append to logs such as the store's manifest
+_appends: dict[str, list[bytes]] = {}  # lines to append to logs such as the store's manifest
 APPEND_BATCH = 512
 SYNC_ALL_FROM = 32  # from this many files one sync() of every filesystem is the cheaper way
 STALE_TEMP_AGE = 3600  # seconds untouched before a temp file is taken for a killed run's
@@ -66,7 +65,9 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
     A link is followed (the file it names is replaced; the link stays). A device or a pipe
     (``-o /dev/null``, ``-o /dev/stdout``, a FIFO) is written to as it is: there is no file to
     replace, and a rename over it would put a regular file in its place."""
-    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    path = os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
+    folder, name = os.path.split(path)
+    folder = folder or os.curdir
     durable = durable and not cache
     if durable:
         sync_pending()
@@ -79,11 +80,11 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
             with open(path, "wb") as handle:
                 yield handle
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         # a cache file is rewritten on every hook run: its folder (thousands of memos) is swept
         # only when the file is new or has not been written for a while
         sweep = not cache or now is None or time.time() - now.st_mtime > STALE_TEMP_AGE
-        fd, tmp = new_temp_file(path.parent, f".{path.name}.", sweep)
+        fd, tmp = new_temp_file(folder, f".{name}.", sweep)
         try:
             with os.fdopen(fd, "wb") as handle:
                 yield handle
@@ -100,7 +101,7 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None, durable: boo
                 os.unlink(tmp)
             raise
     if durable:
-        _fsync_dir(path.parent)
+        _fsync_dir(folder)
     elif not cache:
         sync_later(path)
 
@@ -391,7 +392,8 @@ def _read_sealed(path: str | os.PathLike) -> memoryview | None:
     """What follows the seal of a file ``sealed_writer`` wrote, or None when it is missing,
     torn or damaged (its seal does not match): data that ``marshal`` may then read safely."""
     try:
-        blob = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            blob = handle.read()
     except OSError:
         return None
     payload = memoryview(blob)[Seal.SIZE:]  # not a copy
@@ -402,7 +404,7 @@ def append_line(path: str | os.PathLike, line: bytes) -> None:
     """Append ``line`` to a log file, batched: the lines go in one write under an exclusive
     lock (so concurrent writers never interleave) at the next sync or every APPEND_BATCH. The
     log is private (0600; made so when lookout next writes to it): it names transcripts."""
-    lines = _appends.setdefault(Path(path), [])
+    lines = _appends.setdefault(os.path.normpath(path), [])  # (one batch a file, however it is named)
     lines.append(line)
     if len(lines) >= APPEND_BATCH:
         _write_appends()

@@ -33,7 +33,6 @@ Shapes written (the adapter report lists them too):
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 from collections.abc import Iterator
 
@@ -552,6 +551,8 @@ def _latest_per_key(records: list[Record]) -> list[Record]:
 def _exact_copy(record: Record) -> dict:
     """A mutable copy that keeps big integers and lone surrogates exactly."""
     if record.edited:
+        import copy  # (with weakref: not on a measure's path)
+
         return copy.deepcopy(record.obj)
     return loads_exact(record.body)
 
@@ -568,6 +569,8 @@ def _stub(obj: dict) -> dict:
     if obj.get("type") == "assistant" and isinstance(message, dict) and isinstance(message.get("usage"), dict):
         if "requestId" in obj:
             stub["requestId"] = obj["requestId"]
+        import copy
+
         stub["message"] = copy.deepcopy({k: message[k] for k in ("id", "model", "usage") if k in message})
     return stub
 

@@ -18,7 +18,6 @@ import datetime as dt
 import operator
 import os
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 from lookout_cli.core import progress
 from lookout_cli.core.dataclass import dataclass, field, replace
@@ -192,11 +191,16 @@ def read_setup_files(files: dict[str, str | None]) -> list[SetupSource]:
         if not path:
             continue
         try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            text = _read_text(path)
         except OSError as exc:
             raise LookoutError(f"--{key}: {path}: {exc.strerror or exc}") from None
         found.append(SetupSource(key, str(path), text, f"--{key}"))
     return found
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:  # (as Path.read_text reads it)
+        return handle.read()
 
 
 def discover_rules(cwd: str | None) -> list[SetupSource]:
@@ -208,7 +212,7 @@ def discover_rules(cwd: str | None) -> list[SetupSource]:
         path = os.path.join(cwd, name)
         if os.path.isfile(path):
             try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
+                text = _read_text(path)
             except OSError:
                 continue
             found.append(SetupSource("rules", path, text, "discovered"))

@@ -43,7 +43,6 @@ import itertools
 import marshal
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from lookout_cli import __version__
 from lookout_cli.core import hashing
@@ -76,8 +75,8 @@ def digest(raw: bytes) -> bytes:
     return hashing.sha256(raw).digest()[:DIGEST_BYTES]
 
 
-def memo_path(path: str | os.PathLike, key: str) -> Path:
-    return measure_state.state_path(path, key).with_suffix(".lines")
+def memo_path(path: str | os.PathLike, key: str) -> str:
+    return os.path.splitext(measure_state.state_path(path, key))[0] + ".lines"
 
 
 class _Part:

@@ -7,8 +7,8 @@ often when nothing was written since. Such a run reuses the figures it found bef
 nine tenths of it. So a measure whose only output was the transcript on standard output (and
 at most the line of a failed ``--fail-at``) is remembered by its invocation, and when the same
 invocation finds the file as it was measured, the file is copied to standard output, that line
-printed and that status returned, with nothing imported but this module, file_guard and the
-standard library's os, sys, errno, marshal and _blake2.
+printed and that status returned, with nothing imported but this module, file_guard, core.paths
+and the standard library's os, sys, errno, marshal and _blake2.
 
 The same invocation: the same arguments, working folder, environment (every variable:
 ``LOOKOUT_*``, ``XDG_*`` and what click reads alike), terminals on the standard streams, config
@@ -33,31 +33,20 @@ import sys
 
 from lookout_cli import __version__
 from lookout_cli.core.file_guard import digest, guards, stamp
+from lookout_cli.core.paths import cache_folder, user_config_file
 
 SCHEMA = 1
 CLOSED_STDOUT = "standard output is closed"
-PROJECT_CONFIG = ".lookout.toml"  # config.PROJECT_FILE: config imports pathlib
+PROJECT_CONFIG = ".lookout.toml"  # config.PROJECT_FILE: config is more to import
 
 _invocation: tuple[str, str] | None = None  # (entry file, fingerprint) of this run, when it may be recorded
 _measured: tuple | None = None  # (file, offset, mtime_ns, setup stamps) this run's figures describe
 _flags: dict | None = None  # what click read for this invocation when it was recorded
 
 
-def cache_folder() -> str:
-    """``paths.cache_dir()`` as text, without pathlib or xdg_base_dirs (a test holds the two the same)."""
-    return os.environ.get("LOOKOUT_CACHE_DIR") or os.path.join(_xdg_home("XDG_CACHE_HOME", ".cache"), "lookout")
-
-
-def _xdg_home(variable: str, default: str) -> str:
-    value = os.environ.get(variable, "")
-    return value if os.path.isabs(value) else os.path.join(os.path.expanduser("~"), default)
-
-
 def config_stamps(cwd: str) -> list[list]:
     """The config files a run in ``cwd`` may read (config.Config), present or not."""
-    user = os.environ.get("LOOKOUT_CONFIG") or os.path.join(_xdg_home("XDG_CONFIG_HOME", ".config"),
-                                                            "lookout", "config.toml")
-    stamps = [stamp(user)]
+    stamps = [stamp(user_config_file())]
     folder = os.path.realpath(cwd)
     while True:
         stamps.append(stamp(os.path.join(folder, PROJECT_CONFIG)))

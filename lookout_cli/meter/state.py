@@ -20,7 +20,7 @@ say the encoding and the schema of the totals):
 
 ``commit()`` stores the new offset and totals atomically (temp file, rename), so concurrent
 runs never see half a state; the last writer wins, and either state is valid for its file.
-The state lives in ``paths.cache_dir()/state/``, named by a hash of the file's real path: a
+The state lives in ``paths.cache_folder()/state/``, named by a hash of the file's real path: a
 line of JSON for the state, then one for the totals, which are parsed only for the plans that
 use them (a meter's totals hold a point per response: parsing them took longer than telling
 that the file grew).
@@ -29,7 +29,6 @@ that the file grew).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from lookout_cli.core import paths
 from lookout_cli.core.dataclass import dataclass
@@ -75,14 +74,14 @@ class Plan:
         return self.kind in (NEW, REWRITE, TRUNCATE)
 
 
-def state_dir() -> Path:
-    return paths.cache_dir() / "state"
+def state_dir() -> str:
+    return os.path.join(paths.cache_folder(), "state")
 
 
-def state_path(path: str | os.PathLike, key: str) -> Path:
+def state_path(path: str | os.PathLike, key: str) -> str:
     real = os.path.realpath(os.fspath(path))
     name = digest(f"{real}\0{key}".encode("utf-8", "surrogatepass"))[:32]
-    return state_dir() / f"{name}.json"
+    return os.path.join(state_dir(), f"{name}.json")
 
 
 def last_complete(fh, start: int, end: int) -> int:
@@ -100,7 +99,7 @@ def last_complete(fh, start: int, end: int) -> int:
     return start
 
 
-def _load(path: str | os.PathLike, key: str) -> tuple[State, Path, bytes] | None:
+def _load(path: str | os.PathLike, key: str) -> tuple[State, str, bytes] | None:
     """The stored state without its totals (its first line: a measure's totals, the series
     of every response among them, run to hundreds of kilobytes), where it is kept, and that
     line."""
@@ -116,10 +115,11 @@ def _load(path: str | os.PathLike, key: str) -> tuple[State, Path, bytes] | None
     return state, where, head
 
 
-def _with_totals(state: State, where: Path, head: bytes) -> State | None:
+def _with_totals(state: State, where: str, head: bytes) -> State | None:
     """``state`` with its totals, read now, when the file still holds it (else None)."""
     try:
-        data = where.read_bytes()
+        with open(where, "rb") as handle:
+            data = handle.read()
         if not data.startswith(head):  # replaced since (another run)
             return None
         state.totals = loads(memoryview(data)[len(head):])

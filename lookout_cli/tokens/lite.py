@@ -16,8 +16,10 @@ tiktoken's core does, in Python:
 
 The ranks are read from a table on disk (``mmap``), not loaded: an open-addressing hash table
 of the tokens (crc32), written next to the kept rank tables by the first run that wanted it
-and found none (that run loads the full tokenizer), headed by the crc32 of the rest and
-checked when opened. The counts are
+and found none or found it damaged (that run loads the full tokenizer), headed by the crc32 of
+the rest. The sum is checked when the table is opened, until a check finds it whole: a note
+beside it then names the file as it was (``_whole``), and a run that finds the file so skips
+the 4 MB sum (a tenth of a prompt's run). The counts are
 ``encode_ordinary``'s (tests/test_tokens_lite.py compares them on every text of the shared
 transcripts and on hand-picked edge cases); ``tokenizer.count`` uses this path only for the
 characters a run allows it (``LITE_CHARS`` for a prompt's worth, ``COLD_CHARS`` for a cold run's
@@ -28,6 +30,7 @@ view), only once the table exists, and only while the pieces it merges in Python
 from __future__ import annotations
 
 import array
+import contextlib
 import functools
 import itertools
 import mmap
@@ -35,12 +38,12 @@ import operator
 import os
 import struct
 import sys
+import time
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 
 from lookout_cli.core.file_guard import digest
-from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
+from lookout_cli.core.fsutil import MARSHAL_TAG, atomic_writer, kept_value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -66,18 +69,17 @@ MERGES_MAX = 8_000
 ASCII_CHARS = 8_000
 KNOWN_MAX = 100_000  # pieces remembered
 LONG_PIECE = 256  # a piece this long that is no token: merging it in Python is quadratic
+RACY_NS = 1_000_000_000  # a table changed this recently is summed again, not noted (``_whole``)
 
 
-def table_path(ranks_path: Path) -> Path:
+def table_path(ranks_path: str) -> str:
     """Next to the kept rank table (whose name pins the encoding, its hash and the format)."""
-    return ranks_path.with_name(ranks_path.stem + "-table-2.bin")
+    return os.path.splitext(ranks_path)[0] + "-table-2.bin"
 
 
-def write_table(path: Path, ranks: dict[bytes, int]) -> None:
+def write_table(path: str, ranks: dict[bytes, int]) -> None:
     """The table of ``ranks`` (contiguous ranks 0..n-1, as both shipped encodings have):
     slots of rank + 1 (0: empty), the offsets of each rank's bytes, the bytes."""
-    from lookout_cli.core.fsutil import atomic_writer
-
     n = len(ranks)
     size = 1 << max(4, (2 * n - 1).bit_length())  # at most half full
     mask = size - 1
@@ -93,7 +95,7 @@ def write_table(path: Path, ranks: dict[bytes, int]) -> None:
     offsets = array.array("I", itertools.accumulate(map(len, by_rank), initial=0))
     body = b"".join([slots.tobytes(), offsets.tobytes(), *by_rank])
     head = HEAD.pack(MAGIC, zlib.crc32(body), n, size)
-    with atomic_writer(path, cache=True) as fh:
+    with atomic_writer(path) as fh:  # (synced: once an install, and a note may vouch for it later)
         fh.write(head + body)
 
 
@@ -111,17 +113,18 @@ class Table:
         self.mask = size - 1
 
     @classmethod
-    def open(cls, path: Path) -> Table | None:
+    def open(cls, path: str | os.PathLike) -> Table | None:
         try:
             with open(path, "rb") as fh:
                 mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                st = os.fstat(fh.fileno())
         except (OSError, ValueError):
             return None
         if len(mapped) < HEAD.size:
             return None
         magic, check, n, size = HEAD.unpack_from(mapped)
         if (magic != MAGIC or size & (size - 1) or len(mapped) < HEAD.size + 4 * (size + n + 1)
-                or zlib.crc32(memoryview(mapped)[HEAD.size:]) != check):
+                or not _whole(os.fspath(path), st, mapped, check)):
             return None
         return cls(mapped, n, size)
 
@@ -163,7 +166,7 @@ def merged_length(piece: bytes, rank: Callable[[bytes], int | None]) -> int:
     return len(starts) - 1
 
 
-def splitter(pat_str: str, folder: Path) -> Callable[[str], list[str]]:
+def splitter(pat_str: str, folder: str) -> Callable[[str], list[str]]:
     """``regex.compile(pat_str).findall``, without importing the ``regex`` package when it can:
     its pattern compiler is Python (``_regex_core``), and importing it and compiling the pattern
     took 12-15 ms, a tenth of a prompt's re-measure. regex pickles a pattern as the arguments
@@ -224,14 +227,14 @@ def ascii_splitter(pat_str: str) -> Callable[[str], list[str]] | None:
         return None
 
 
-def _kept_split(pat_str: str, folder: Path) -> Callable[[str], list[str]] | None:
+def _kept_split(pat_str: str, folder: str) -> Callable[[str], list[str]] | None:
     found = _core()
     if found is None:
         return None
     core, stamp = found
     name = digest(f"{pat_str}\0{stamp}".encode("utf-8", "surrogatepass"))[:16]
     try:
-        args = kept_value(folder / f"pattern-{name}-{MARSHAL_TAG}.marshal", lambda: _compiled_args(pat_str),
+        args = kept_value(os.path.join(folder, f"pattern-{name}-{MARSHAL_TAG}.marshal"), lambda: _compiled_args(pat_str),
                           lambda kept: type(kept) is tuple and kept[:1] == (pat_str,))
         return core.compile(*args).findall
     except Exception:  # noqa: BLE001 - another regex, or its core refused the arguments: compiled anew
@@ -321,20 +324,43 @@ class LiteCounter:
         return sum(filter(None, counts)) + sum(map(new.__getitem__, missing))
 
 
-def lite_counter(pat_str: str, ranks_path: Path) -> LiteCounter | None:
-    split = splitter(pat_str, ranks_path.parent)  # kept before the table: a run without it keeps it for the next
+def _whole(path: str, st: os.stat_result, mapped: mmap.mmap, check: int) -> bool:
+    """Whether the table's bytes sum to ``check``, its head's crc32: summed until they do, then
+    taken from a note beside the table that names the file as it was then (device, inode, size,
+    modification and change times), which any write to the file changes. A file changed within
+    the last second is summed and not noted: two writes that close together may leave the same
+    times (git's racy index), and a note written after the first would vouch for the second."""
+    note = path + ".whole"
+    identity = b"%d %d %d %d %d %d" % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, check)
+    try:
+        with open(note, "rb") as fh:
+            if fh.read() == identity:
+                return True
+    except OSError:
+        pass
+    if zlib.crc32(memoryview(mapped)[HEAD.size:]) != check:
+        return False
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+        with contextlib.suppress(OSError), atomic_writer(note, cache=True) as fh:
+            fh.write(identity)
+    return True
+
+
+def lite_counter(pat_str: str, ranks_path: str) -> LiteCounter | None:
+    split = splitter(pat_str, os.path.dirname(ranks_path))  # kept before the table: a run without it keeps it for the next
     table = Table.open(table_path(ranks_path))
     return LiteCounter(split, table, pat_str) if table is not None else None
 
 
-def ensure_table(ranks_path: Path, ranks: dict[bytes, int]) -> None:
-    """Write the table once, while the full tokenizer loads with the ranks in hand; a failure
-    only leaves the per-prompt path to the full tokenizer."""
+def ensure_table(ranks_path: str, ranks: dict[bytes, int]) -> None:
+    """Write the table, while the full tokenizer loads with the ranks in hand, unless one that
+    is whole is there (a damaged one is written anew: else every run after it would load the
+    full tokenizer); a failure only leaves the per-prompt path to the full tokenizer."""
     path = table_path(ranks_path)
-    if path.exists():
+    if Table.open(path) is not None:
         return
     try:
-        os.makedirs(path.parent, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         write_table(path, ranks)
     except OSError:
         pass

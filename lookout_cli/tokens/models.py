@@ -11,6 +11,7 @@ says the numbers are assumed.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 
@@ -261,10 +262,10 @@ def catalog() -> _Catalog:
     from lookout_cli import data as shipped
     from lookout_cli.core import hashing
     from lookout_cli.core.fsutil import MARSHAL_TAG, kept_value
-    from lookout_cli.core.paths import cache_dir
+    from lookout_cli.core.paths import cache_folder
 
     text = shipped.read_bytes("models.toml")
-    path = cache_dir() / f"models-{hashing.sha256(text).hexdigest()[:16]}-{MARSHAL_TAG}.marshal"
+    path = os.path.join(cache_folder(), f"models-{hashing.sha256(text).hexdigest()[:16]}-{MARSHAL_TAG}.marshal")
     values = kept_value(path, lambda: _astuple(_load_toml(text.decode("utf-8"))),
                         lambda kept: type(kept) is tuple and len(kept) == len(fields(_Catalog)))
     return _Catalog(*values)

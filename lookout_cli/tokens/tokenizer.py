@@ -14,8 +14,8 @@ raises on text that merely mentions ``<|endoftext|>``, which transcripts about t
 from __future__ import annotations
 
 import _thread
+import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from lookout_cli.core import hashing
 from lookout_cli.core.dataclass import dataclass
@@ -141,10 +141,11 @@ def read_ranks(name: str, gz_bytes: bytes | None = None) -> dict[bytes, int]:
     return dict(zip(map(binascii.a2b_base64, words[0::2]), range(len(words) // 2)))
 
 
-def ranks_cache_path(name: str) -> Path:
-    from lookout_cli.core.paths import cache_dir
+def ranks_cache_path(name: str) -> str:
+    from lookout_cli.core.paths import cache_folder
 
-    return cache_dir() / f"ranks-{name}-{_spec(name).sha256[:16]}-{MARSHAL_TAG}-2.marshal"  # 2: sealed_writer's frames
+    # (2: sealed_writer's frames)
+    return os.path.join(cache_folder(), f"ranks-{name}-{_spec(name).sha256[:16]}-{MARSHAL_TAG}-2.marshal")
 
 
 def cached_ranks(name: str) -> dict[bytes, int]:
