@@ -388,6 +388,8 @@ class Suite:
         if self.want("B16"):
             for size in dict.fromkeys((self.mid, big)):
                 self.per_prompt(size, runs_big * 2 + 1)
+            if self.huge:  # a long session's prompts (each run is set up by a measure of the whole file)
+                self.per_prompt(self.huge, runs_big)
         if self.want("B12"):
             sizes = [self.mid, big] + ([self.huge] if self.huge else [])
             # the command as it is run (exact, a cold cache) the first time on a machine, the
@@ -678,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, help="runs per timing (median); default 5 at 1 MB, 3 above; B9 runs 2N+1 times")
     ap.add_argument("--only", help="comma-separated ids, e.g. B1,B3,B14")
     ap.add_argument("--big", type=float, default=100, help="the large input in MB (default 100)")
-    ap.add_argument("--huge", type=float, help="also measure peak RSS on this size (e.g. 500)")
+    ap.add_argument("--huge", type=float, help="also measure on this size (e.g. 500): B3h, peak RSS (B12), a prompt (B16)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"), help="where generated inputs go")
     ap.add_argument("--json", dest="json_path", help="write the rows as JSON here")
     args = ap.parse_args(argv)

@@ -57,7 +57,8 @@ class SavedStore:
     """A content-addressed folder. With ``dry_run`` it computes names but writes nothing."""
 
     def __init__(self, root: Path, dry_run: bool = False, command: str = "", transcript: str | None = None):
-        from pathlib import Path  # (the meter reads the placeholders' markers: no store, no pathlib)
+        # (here: the meter reads the placeholders' markers, and makes no store, without pathlib)
+        from pathlib import Path
 
         self.root = Path(root)
         self.dry_run = dry_run
