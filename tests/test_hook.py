@@ -195,7 +195,14 @@ def test_stop_learns_from_the_session_at_most_every_ten_minutes(proj, tmp_path):
     lines[0]["message"]["content"] = "Remember that releases are cut on Tuesdays."
     lines[0]["timestamp"] = "2026-11-01T10:05:00.000Z"
     session.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert hook(stop, proj).stdout == b""  # within 10 minutes of the last
+    # within 10 minutes of the last: nothing learned, and (as on most turns) nothing of the
+    # memory store loaded, nor pathlib (Python's import log on)
+    quiet = run_lookout("hook", input=json.dumps(stop).encode(), cwd=proj,
+                        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert quiet.returncode == 0 and quiet.stdout == b""
+    loaded = {line.rsplit(b"|", 1)[-1].strip() for line in quiet.stderr.splitlines() if line.startswith(b"import time:")}
+    assert b"lookout_cli.agents.hooks" in loaded
+    assert not loaded & {b"lookout_cli.memory.store", b"lookout_cli.memory.tidy", b"pathlib"}, loaded
     assert "Tuesdays" not in memories(proj)
 
 

@@ -324,14 +324,14 @@ def meter_warning(event: Event) -> str | None:
 
 def stop(event: Event, scope_for: Callable[[str], object]) -> Answer:
     """Learn from the session (``memory learn``), at most every LEARN_EVERY seconds."""
-    from lookout_cli.memory.tidy import learn_from_prompts
-
     if not event.transcript or not os.path.exists(event.transcript):
         return Answer()
     state = _state(event)
     now = time.time()
     if now - float(state.get("learned", 0) or 0) < LEARN_EVERY:
-        return Answer()
+        return Answer()  # (most turns end here: nothing of the memory store is imported)
+    from lookout_cli.memory.tidy import learn_from_prompts
+
     state["learned"] = now
     _keep(event, state)
     transcript = load(event.transcript)

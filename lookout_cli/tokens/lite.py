@@ -19,7 +19,7 @@ of the tokens (crc32), written next to the kept rank tables by the first run tha
 and found none or found it damaged (that run loads the full tokenizer), headed by the crc32 of
 the rest. The sum is checked when the table is opened, until a check finds it whole: a note
 beside it then names the file as it was (``_whole``), and a run that finds the file so skips
-the 4 MB sum (a tenth of a prompt's run). The counts are
+the 4 MB sum (5% of a prompt's run). The counts are
 ``encode_ordinary``'s (tests/test_tokens_lite.py compares them on every text of the shared
 transcripts and on hand-picked edge cases); ``tokenizer.count`` uses this path only for the
 characters a run allows it (``LITE_CHARS`` for a prompt's worth, ``COLD_CHARS`` for a cold run's
