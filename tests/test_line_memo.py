@@ -396,6 +396,46 @@ def claude_line(n: int, kind: str, content, parent: int | None, **extra) -> byte
     return (json.dumps(obj) + "\n").encode()
 
 
+def test_a_response_kept_across_a_compaction_is_counted_once_when_resumed(tmp_path):
+    """The ids of the responses before a compaction, which the memo keeps with their usages
+    (``Settled.keys``), tell a response kept after it (the same message id, as ``compact``'s
+    tail and Claude Code's preserved segments keep it) in a run that resumes the file: it
+    measures as from scratch, and the kept response is not counted again."""
+    def line(n: int, kind: str, content, parent: int | None, **extra) -> bytes:
+        return claude_line(n, kind, content, parent, timestamp=f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z", **extra)
+
+    def session(kept_id: str) -> list[bytes]:
+        lines = [line(1, "user", "Start", None)]
+        for n in range(2, 80, 2):
+            lines += [line(n, "assistant", [{"type": "text", "text": f"Step {n}."}], n - 1),
+                      line(n + 1, "user", f"Go on with step {n + 1}", n)]
+        boundary = {"parentUuid": None, "logicalParentUuid": "u79", "isSidechain": False, "type": "system",
+                    "subtype": "compact_boundary", "content": "Conversation compacted", "sessionId": "S",
+                    "timestamp": "2026-01-01T00:01:20Z", "uuid": "u80", "compactMetadata": {"trigger": "auto"}}
+        lines.append((json.dumps(boundary) + "\n").encode())
+        lines.append(line(81, "user", "Summary of the steps so far", 80, isCompactSummary=True))
+        kept = json.loads(line(82, "assistant", [{"type": "text", "text": "Step 78."}], 81))
+        kept["message"]["id"] = kept_id  # (msg78: the response before the compaction, kept)
+        lines.append((json.dumps(kept) + "\n").encode())
+        for n in range(83, 95, 2):
+            lines += [line(n, "user", f"Then step {n}", n - 1),
+                      line(n + 1, "assistant", [{"type": "text", "text": f"Did {n}."}], n)]
+        return lines
+
+    path = tmp_path / "session.jsonl"
+    lines = session("msg78")
+    path.write_bytes(b"".join(lines[:-4]))
+    assert report(path) == fresh(path)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[-4:]))
+    again = report(path)
+    assert again == fresh(path)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"".join(session("msg-new")))
+    # a response of its own would have counted (the cost of every response the view counts)
+    assert fresh(other)["cost"]["priced"] == again["cost"]["priced"] + 1
+
+
 def test_a_slash_command_is_read_again_when_its_expansion_follows(tmp_path):
     """A ``<command-name>`` line is a prompt when its isMeta expansion follows, a notice
     otherwise: its items depend on the next line, so the memo does not keep them."""
