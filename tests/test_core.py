@@ -246,6 +246,24 @@ def test_json_written_without_orjson_reads_back_as_orjson_writes_it(monkeypatch)
             dumps(refused)
 
 
+def test_an_exact_read_without_orjson_is_the_standard_librarys_and_loads_no_orjson(monkeypatch):
+    """``loads_exact`` in a run that has not imported orjson (an edit in a prompt's run): the
+    value as with orjson loaded, big integers and lone surrogates exact, and orjson still not
+    imported (a lone surrogate once made the read try orjson first)."""
+    lines = [b'{"n": 123456789012345678901234567890, "s": "\\ud800 x", "f": 1.5}', b'[1, "\\u00e9", {"a": null}]',
+             '{"t": "\\ud83d\\ude00"}'.encode()]
+    with_orjson = [loads_exact(line) for line in lines]
+    monkeypatch.delitem(sys.modules, "orjson")  # as in a run that has not imported it (this test's has)
+    monkeypatch.setattr(jsonl, "_orjson", None)
+    monkeypatch.setattr(jsonl, "_standard_left", jsonl.STANDARD_READS)
+    without = [loads_exact(line) for line in lines]
+    assert "orjson" not in sys.modules and jsonl.fast_json() is None
+    assert [repr(v) for v in without] == [repr(v) for v in with_orjson]
+    assert without[0]["n"] == 123456789012345678901234567890 and without[0]["s"] == "\ud800 x"
+    with pytest.raises(ValueError):
+        loads_exact(b'{"n": NaN}')
+
+
 def test_store_is_content_addressed_and_idempotent(tmp_path):
     store = SavedStore(tmp_path / "s", command="test")
     one = store.put(b"hello", "text", tool="Bash")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from xdg_base_dirs import xdg_config_home
 from conftest import lookout_exe, real_transcripts, run_lookout
 
 from lookout_cli.core import paths
@@ -226,7 +227,7 @@ def test_the_folders_as_text_are_the_folders_as_paths(monkeypatch, env):
         monkeypatch.setenv(name, value)
     assert Path(paths.cache_folder()) == paths.cache_dir()
     named = os.environ.get("LOOKOUT_CONFIG")
-    assert Path(paths.user_config_file()) == (Path(named) if named else paths.config_dir() / "config.toml")
+    assert Path(paths.user_config_file()) == (Path(named) if named else xdg_config_home() / "lookout" / "config.toml")
 
 
 @pytest.mark.parametrize("user", [None, "custom.toml"])

@@ -178,9 +178,12 @@ def loads_exact(data: bytes | str) -> Any:
     """Parse JSON exactly: big integers stay integers, lone surrogates survive; numbers too
     large for a double and the non-JSON NaN/Infinity are refused (ValueError). Nesting as deep
     as orjson reads is fine."""
-    if isinstance(data, bytes) and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
+    # orjson once a run has loaded it (``fast_json``); before, the standard library's reading is
+    # the exact one, and ``loads`` would only read it that way a second time
+    fast = fast_json(len(data)) if isinstance(data, bytes) else None
+    if fast is not None and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
         try:
-            return loads(data)
+            return fast.loads(data)
         except ValueError:
             pass  # a lone surrogate, or not JSON: the standard library says which
     with _room_for_nesting():

@@ -4,7 +4,7 @@ As ``Path`` objects (``cache_dir``…, through xdg_base_dirs), and as text (``ca
 ``user_config_file``) for what runs on every prompt: a hook's measure, the status line and the
 replay open a few files there and load neither xdg_base_dirs nor pathlib (which imports
 urllib.parse and ipaddress: 5% of a prompt's re-measure). tests/test_measure_replay.py holds
-the two the same."""
+the text forms to xdg_base_dirs' folders."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def cache_folder() -> str:
 
 
 def user_config_file() -> str:
-    """The user's config file as text: ``$LOOKOUT_CONFIG``, else ``config.toml`` in ``config_dir()``."""
+    """The user's config file: ``$LOOKOUT_CONFIG``, else ``$XDG_CONFIG_HOME/lookout/config.toml``."""
     return os.environ.get("LOOKOUT_CONFIG") or os.path.join(_xdg_home("XDG_CONFIG_HOME", ".config"), "lookout",
                                                             "config.toml")
 
@@ -43,10 +43,6 @@ def data_dir() -> Path:
     from pathlib import Path
 
     return Path(os.environ.get("LOOKOUT_DATA_DIR") or _xdg("data") / "lookout")
-
-
-def config_dir() -> Path:
-    return _xdg("config") / "lookout"
 
 
 def cache_dir() -> Path:
