@@ -69,3 +69,18 @@ def chain_ok(data: bytes) -> None:
             assert ref is None or ref in seen, f"line {record.lineno}: {field} {ref} is not earlier"
         if isinstance(obj.get("uuid"), str):
             seen.add(obj["uuid"])
+
+
+def compacted_session(path: Path, compactions: int = 2, size: float = 4.0, **options) -> Path:
+    """A real-shaped session from the benchmark's generator with ``compactions`` compactions
+    or more: where they fall moves with its corpus (the repository's own text), so the session
+    is made longer until it holds them."""
+    # (bench/ is on the path of the tests that use this)
+    from bench.generate import generate
+
+    while size < 64:
+        generate(path, "claude-code", size, shape="real", **options)
+        if path.read_bytes().count(b'"subtype":"compact_boundary"') >= compactions:
+            return path
+        size *= 1.5
+    raise AssertionError(f"fewer than {compactions} compactions in {size / 1.5:.0f} MB")

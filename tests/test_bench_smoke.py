@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from claude_code_helpers import compacted_session
 from conftest import REPO, run_lookout
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
@@ -71,8 +72,7 @@ def test_the_real_shape_compacts_where_claude_code_does(tmp_path, corpus, monkey
     follows the last one. The reference counts that much, and lookout's exact count equals
     it; the tail reference follows a compaction among the lines appended."""
     monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
-    f = tmp_path / "long.jsonl"
-    generate(f, "claude-code", 4, corpus=corpus, shape="real")
+    f = compacted_session(tmp_path / "long.jsonl", 2, corpus=corpus)
     lines = [json.loads(line) for line in f.read_bytes().splitlines()]
     at = [n for n, o in enumerate(lines) if o.get("subtype") == "compact_boundary"]
     assert len(at) >= 2

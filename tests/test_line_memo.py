@@ -18,6 +18,7 @@ from conftest import REPO, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.core import paths
+from lookout_cli.core.dataclass import replace
 from lookout_cli.core.fsutil import sealed_sections
 from lookout_cli.formats import SNIFF_RECORDS
 from lookout_cli.measure import measure_input
@@ -290,6 +291,58 @@ def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compacti
     with open(path, "ab") as fh:
         fh.write(lines[-1])  # (a repeated line: grown all the same)
     assert report(path) == fresh(path)
+
+
+def test_a_prompts_run_reads_no_id_or_time_of_the_responses_before_the_last_compaction(compacting, tmp_path,
+                                                                                        monkeypatch):
+    """What a prompt's run over a long compacted session needs of its older responses is what
+    they add up to, their lines and figures: it loads no id a response (a new response is
+    looked up by its id's CRC among the marks kept with them) and no time; a run after a new
+    compaction, which keeps them anew, loads both. Each measures as from scratch."""
+    source, boundaries = compacting
+    lines = lines_of(source)
+    path = tmp_path / "grown.jsonl"
+    path.write_bytes(b"".join(lines[:boundaries[2] - 40]))
+    report(path)
+    values = line_memo._Values.__getitem__
+    loaded: list[int] = []
+    monkeypatch.setattr(line_memo._Values, "__getitem__", lambda self, at: loaded.append(at) or values(self, at))
+    with open(path, "ab") as fh:  # a prompt's exchange, before the next compaction
+        fh.write(b"".join(lines[boundaries[2] - 40:boundaries[2] - 10]))
+    settings = Settings(now=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), discover_rules=False)
+    meter, _ = measure_input(Run("measure", file=str(path), isolated=True), settings, points=False)  # as ``-q``
+    assert to_dict(replace(meter, series=()), str(path), None) == {**fresh(path), "series": []}
+    assert loaded and 1 in loaded and not {2, 6} & set(loaded)  # the marks; neither the ids nor the times
+    loaded.clear()
+    with open(path, "ab") as fh:  # across the third compaction: what the lines before it give is kept anew
+        fh.write(b"".join(lines[boundaries[2] - 10:boundaries[2] + 30]))
+    assert report(path) == fresh(path)
+    assert {2, 6} <= set(loaded)
+
+
+def test_older_ids_are_looked_up_by_their_marks_and_told_apart_by_the_ids():
+    """``Keys``: an id whose CRC-32 is among no mark is not one of them, and the ids are not
+    loaded for it; a mark that matches is checked against the ids (two ids may share a CRC)."""
+    import array
+
+    from lookout_cli.formats.usages import Keys, mark
+
+    loads = []
+    ids = ["msg_a", "msg_b", 7]  # (a number: a uuid as the chain keys it, for a line that names no message)
+
+    def load():
+        loads.append(1)
+        return ids
+
+    marks = array.array("I", sorted([mark("msg_a"), mark("msg_b"), mark("msg_c")]))  # msg_c's: as a collision's
+    keys = Keys(load, marks, len(ids))
+    assert "msg_z" not in keys and not loads
+    assert "msg_c" not in keys and loads == [1]
+    assert "msg_a" in keys and 7 in keys and 8 not in keys and loads == [1]
+    joined = Keys.joined(keys, ["msg_d"])
+    assert len(joined) == 4 and list(joined) == [*ids, "msg_d"] and "msg_d" in joined and "msg_e" not in joined
+    assert list(joined.all_marks()) == sorted([*marks, mark("msg_d")])
+    assert list(Keys(ids).all_marks()) == sorted([mark("msg_a"), mark("msg_b")]) and 7 in Keys(ids)
 
 
 def test_the_lines_a_resumed_run_left_unread_are_all_read_when_asked_for(compacting, tmp_path):

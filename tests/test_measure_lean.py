@@ -17,6 +17,7 @@ import threading
 
 import orjson
 import pytest
+from claude_code_helpers import compacted_session
 from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
@@ -255,8 +256,7 @@ def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary
     from lookout_cli.formats import claude_code
 
     path = tmp_path / "session.jsonl"
-    generate(path, "claude-code", 4, shape="real")
-    assert path.read_bytes().count(b'"subtype":"compact_boundary"') >= 2
+    compacted_session(path, 2)
     _add_turns(path, 3)  # (the generator's last segment may hold a single turn: none to split on)
     built = []
     real = claude_code.build_chain

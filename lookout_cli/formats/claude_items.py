@@ -24,7 +24,7 @@ What each line becomes (the choices are listed in the adapter report):
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from lookout_cli.core.jsonl import dumps_text as dumps  # the openai and anthropic views count calls so too
 from lookout_cli.core.jsonl import last_line_holding, loads
@@ -41,7 +41,7 @@ from lookout_cli.formats.claude_chain import (
     uuid_key,
     uuid_of,
 )
-from lookout_cli.formats.usages import Usages
+from lookout_cli.formats.usages import Keys, Usages
 from lookout_cli.formats.view import (
     IMAGE,
     NOTICE,
@@ -522,10 +522,8 @@ class _Builder:
         if settled is not None:  # the lines before its boundary were not read: what they gave
             older = settled.usages  # (its columns, in usages of this view's own: it adds the others)
             self.view.usages = older.older_only()
-        responses = Responses(self.view.usages)
+        responses = Responses(self.view.usages, settled.keys if settled is not None else ())
         if settled is not None:
-            responses.seen_before.update(settled.keys)
-            responses.keys += settled.keys
             compactions += settled.compactions
         last = len(chain.boundaries) - 1
         for n, segment in enumerate(segments):
@@ -536,7 +534,7 @@ class _Builder:
             responses.next_segment()
             at = chain.boundaries[n]
             if n == last and min(chain.visible, default=at) >= at:  # (no line before it relinked into view)
-                chain.settle = (at, responses.keys, chain.latest)
+                chain.settle = (at, Keys.joined(responses.older, responses.keys), chain.latest)
             compactions.append(compaction_of(records[at], chain.node(at)))
 
 
@@ -545,18 +543,20 @@ class Responses:
     usage, and one an older segment counted (a line copied or kept across a compaction) is not
     counted again."""
 
-    def __init__(self, usages: list[Usage]) -> None:
+    def __init__(self, usages: list[Usage], older: Sequence = ()) -> None:
         self.usages = usages
-        self.seen_before: set[str] = set()  # response ids of older segments
+        # the ids of the usages a settled value counted (``Keys``: looked up without loading them)
+        self.older = older if type(older) is Keys else Keys(older)
+        self.seen_before: set[str] = set()  # response ids of the older segments after those
         self.current: dict[str, int] = {}  # response id -> its place in ``usages``
-        self.keys: list[str] = []  # the ids of the usages of older segments, in order
+        self.keys: list[str] = []  # the ids of the usages of those segments, in order
 
     def add(self, record, figures: _Response | None, pos: int) -> Usage | None:
         """Count the response of line ``pos`` (its ``figures_of``; None: it records none)."""
         if figures is None:
             return None
         key = figures[0] or str(pos)
-        if key in self.seen_before:
+        if key in self.seen_before or key in self.older:
             return None
         usage = Usage(record, *figures[1:])
         if key in self.current:

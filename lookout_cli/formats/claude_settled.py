@@ -40,7 +40,7 @@ from lookout_cli.formats.claude_chain import (
     uuid_key,
 )
 from lookout_cli.formats.claude_items import compaction_of, response_figures
-from lookout_cli.formats.usages import Usages
+from lookout_cli.formats.usages import Keys, Usages
 from lookout_cli.formats.view import Compaction, View
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITECTURE.md)
@@ -65,18 +65,25 @@ def settled(chain: Chain, view: View) -> Settled | None:
 def settled_plain(found: Settled) -> tuple:
     """``found`` as values ``marshal`` keeps (the line memo's, one after the other: no one of
     them holds a long session's every response), ``settled_from`` reverses it: the usages by
-    column (``Usages``), their lines and figures in arrays, and what they add up to by model."""
+    column (``Usages``), their lines and figures in arrays, what they add up to by model, and
+    the ids they are counted by with their marks (``Keys``)."""
     usages = found.usages
+    keys = found.keys if type(found.keys) is Keys else Keys(found.keys)
     compactions = tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in found.compactions)
-    return (found.at, tuple(found.keys), usages.lines, usages.numbers, tuple(usages.models), tuple(usages.stamps),
-            compactions, found.latest, usages.older_totals())
+    return (found.at, keys.all_marks(), tuple(keys), usages.lines, usages.numbers, tuple(usages.models),
+            tuple(usages.stamps), compactions, found.latest, usages.older_totals(), usages.older_in_order())
 
 
-def settled_from(kept: tuple | list, records: Sequence[Record]) -> Settled:
-    at, keys, lines, numbers, models, stamps, compactions, latest, totals = kept
+def settled_from(kept: Sequence, records: Sequence[Record]) -> Settled:
+    """The value ``settled_plain`` gave, from ``kept``, its values by position (the line memo
+    loads each when it is read: the ids and times only when asked for)."""
+    at, marks, lines, numbers, models, compactions, latest, totals, in_order = \
+        (kept[n] for n in (0, 1, 3, 4, 5, 7, 8, 9, 10))
     # (marshal gives an array's bytes)
-    usages = Usages.older_of(array.array("q", lines), array.array("q", numbers), list(models), list(stamps), totals)
-    return Settled(at, usages, list(keys), [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
+    lines = array.array("q", lines)
+    usages = Usages.older_of(lines, array.array("q", numbers), list(models), lambda: kept[6], totals, in_order)
+    keys = Keys(lambda: kept[2], array.array("I", marks), len(lines))
+    return Settled(at, usages, keys, [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 
 _SIDE, _BOUNDARY, _ABOVE = 1, 2, 4  # a line's flags: a sidechain line, a main compaction, a conversation line below

@@ -5,9 +5,11 @@ read of either (``split_usages``)."""
 from __future__ import annotations
 
 import array
+import bisect
 import itertools
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from lookout_cli.core.jsonl import Line
 
@@ -24,23 +26,34 @@ class Usages(Sequence):
     The meter's passes over every usage read the columns (``older_figures``), or what they add
     up to (``older_totals``)."""
 
-    __slots__ = ("_figures", "_totals", "lines", "models", "numbers", "recent", "stamps")
+    __slots__ = ("_figures", "_in_order", "_stamps", "_totals", "lines", "models", "numbers", "recent")
 
     def __init__(self, recent: list[Usage] | None = None) -> None:
         self.recent = recent if recent is not None else []
         self.lines = array.array("q")  # each older usage's line number
         self.numbers = array.array("q")  # five each: input, cache write, cache read, output, 1-hour write
         self.models: list[str | None] = []
-        self.stamps: list[str | None] = []
+        self._stamps: list[str | None] | Callable[[], Iterable] = []
         self._figures: tuple[list[int], ...] | None = None  # ``older_figures``, once worked out
         self._totals: dict[str | None, tuple[int, ...]] | None = None  # ``older_totals``, once worked out
+        self._in_order: bool | None = None  # ``older_in_order``, once worked out
 
     @classmethod
-    def older_of(cls, lines, numbers, models: list, stamps: list, totals: dict | None = None) -> Usages:
+    def older_of(cls, lines, numbers, models: list, stamps: list | Callable[[], Iterable],
+                 totals: dict | None = None, in_order: bool | None = None) -> Usages:
+        """Older usages by column; ``stamps``, their times, may be a function that gives them,
+        called when they are first read (a prompt's re-measure reads none: a string each)."""
         usages = cls()
-        usages.lines, usages.numbers, usages.models, usages.stamps = lines, numbers, models, stamps
-        usages._totals = totals
+        usages.lines, usages.numbers, usages.models, usages._stamps = lines, numbers, models, stamps
+        usages._totals, usages._in_order = totals, in_order
         return usages
+
+    @property
+    def stamps(self) -> list[str | None]:
+        """The older usages' times."""
+        if type(self._stamps) is not list:
+            self._stamps = list(self._stamps())
+        return self._stamps
 
     def __len__(self) -> int:
         return len(self.lines) + len(self.recent)
@@ -93,12 +106,22 @@ class Usages(Sequence):
             kept.numbers.extend((usage.input, usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h))
             kept.models.append(usage.model)
             kept.stamps.append(usage.timestamp)
+        if self._in_order is not None and count >= older:  # (the older ones' order known: the others' looked at)
+            lines = kept.lines[max(0, older - 1):].tolist()
+            kept._in_order = self._in_order and lines == sorted(lines)
         return kept
 
     def older_only(self) -> Usages:
         """The older usages (their columns, and what they add up to) in a ``Usages`` of their
         own, with no recent one (a view adds its own)."""
-        return Usages.older_of(self.lines, self.numbers, self.models, self.stamps, self._totals)
+        return Usages.older_of(self.lines, self.numbers, self.models, self._stamps, self._totals, self._in_order)
+
+    def prompt(self, at: int) -> int:
+        """The prompt of usage ``at`` (``Usage.prompt``), an older one's from its columns."""
+        if at >= len(self.lines) or at < 0:
+            return self[at].prompt
+        i = 5 * at
+        return self.numbers[i] + self.numbers[i + 1] + self.numbers[i + 2]
 
     def older_figures(self) -> tuple[list[int], ...]:
         """The older usages' inputs, cache writes, cache reads, outputs and 1-hour writes, a
@@ -108,12 +131,82 @@ class Usages(Sequence):
             self._figures = tuple(numbers[k::5].tolist() for k in range(5))
         return self._figures
 
+    def older_in_order(self) -> bool:
+        """Whether the older usages' lines run in file order (kept with the columns, as
+        ``older_totals``: the meter finds the response after each compaction by halving then)."""
+        if self._in_order is None:
+            lines = self.lines.tolist()
+            self._in_order = lines == sorted(lines)
+        return self._in_order
+
     def older_totals(self) -> dict[str | None, tuple[int, ...]]:
         """``totals_by_model`` of the older usages, once worked out. Kept with the columns
         (``settled_plain``): a prompt's re-measure of a long session then adds up no column."""
         if self._totals is None:
             self._totals = totals_by_model(self.older_figures(), self.models)
         return self._totals
+
+
+class Keys:
+    """The ids older usages are counted by, in their order (``claude_items.Responses``: a
+    response seen again after a compaction is not counted twice): those a settled value kept,
+    given or loaded when first read (a function), with the CRC-32 of each text id, sorted
+    (``marks``), then any ``added`` after them. A prompt's re-measure of a long session asks
+    whether each of its few new responses is among tens of thousands: it looks the marks up,
+    and loads the ids only on a match (the same CRC: mostly the same id), not a string an id."""
+
+    __slots__ = ("_older", "_set", "added", "count", "marks")
+
+    def __init__(self, older: Sequence | Callable[[], Sequence] = (), marks: array.array | None = None,
+                 count: int | None = None, added: Sequence = ()) -> None:
+        self._older = older
+        self.marks = marks  # (none: the ids are given, and looked up in a set of them)
+        self.count = count if count is not None else len(older)
+        self.added = added
+        self._set: set | None = None
+
+    @classmethod
+    def joined(cls, older: Sequence, added: Sequence) -> Keys:
+        """``older`` (a ``Keys``: its ids and marks, loaded once for both; or a list) then ``added``."""
+        if type(older) is not Keys:
+            return cls([*older, *added])
+        return cls(older._loaded, older.marks, older.count, [*older.added, *added])
+
+    def _loaded(self) -> Sequence:
+        if callable(self._older):
+            self._older = self._older()
+        return self._older
+
+    def _ids(self) -> Sequence:
+        return [*self._loaded(), *self.added] if self.added else self._loaded()
+
+    def __len__(self) -> int:
+        return self.count + len(self.added)
+
+    def __iter__(self) -> Iterator:
+        return iter(self._ids())
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is str and self.marks is not None:
+            crc = mark(key)
+            found = bisect.bisect_left(self.marks, crc)
+            if (found == len(self.marks) or self.marks[found] != crc) and key not in self.added:
+                return False
+        if self._set is None:
+            self._set = set(self._ids())
+        return key in self._set
+
+    def all_marks(self) -> array.array:
+        """The marks of every text id, sorted (what a settled value keeps with them)."""
+        if self.marks is None:
+            return array.array("I", sorted(map(mark, (key for key in self if type(key) is str))))
+        added = [mark(key) for key in self.added if type(key) is str]
+        return array.array("I", sorted([*self.marks, *added])) if added else self.marks
+
+
+def mark(key: str) -> int:
+    """A text id's CRC-32 (``Keys.marks``)."""
+    return zlib.crc32(key.encode("utf-8", "surrogatepass"))
 
 
 def by_model(figures: Sequence[list[int]], models: Sequence[str | None]) -> dict[str | None, Sequence[list[int]]]:
@@ -142,6 +235,11 @@ def totals_by_model(figures: Sequence[list[int]], models: Sequence[str | None]) 
         hour = sum(map(min, h, w)) if some else sum(filter((0).__gt__, w))
         totals[model] = (len(u), sum(u), sum(w), sum(r), sum(o), sum(h), hour, int(some), max(prompts, default=0))
     return totals
+
+
+def prompt_of(usages: Sequence[Usage], at: int) -> int:
+    """``usages[at].prompt``, an older usage's read from its columns (no ``Usage`` made)."""
+    return usages.prompt(at) if type(usages) is Usages else usages[at].prompt
 
 
 def split_usages(usages: Sequence[Usage]) -> tuple[Usages | None, Sequence[Usage]]:

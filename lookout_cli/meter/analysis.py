@@ -13,6 +13,7 @@ first recorded prompt), or a sum of two (``exact+estimated``).
 
 from __future__ import annotations
 
+import array
 import bisect
 import datetime as dt
 import operator
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from lookout_cli.core import progress
 from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.formats.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
-from lookout_cli.formats.usages import split_usages
+from lookout_cli.formats.usages import prompt_of, split_usages
 from lookout_cli.images.costs import image_item_tokens, image_provider
 from lookout_cli.meter.cost import CacheTotals, Cost, WarmCache, cache_totals, total_cost, warm_cache
 from lookout_cli.meter.reclaim import DuplicateRead, Reclaimable, call_target, duplicate_reads, reclaimable, tool_name
@@ -443,10 +444,14 @@ class CompactionRow:
 
 def compactions(view: View) -> list[CompactionRow]:
     rows = []
-    lines = usage_lines(view.usages)
+    older, recent = split_usages(view.usages)
+    lines = array.array("q", older.lines) if older is not None else array.array("q")
+    lines.extend([usage.record.lineno for usage in recent])
     # the first usage after a compaction, found by halving when the usages run in file order
-    # (they nearly always do: a long session compacts hundreds of times over 100k usages)
-    ordered = _in_order(lines)
+    # (they nearly always do: a long session compacts hundreds of times over 100k usages; the
+    # older ones' order is kept with them)
+    tail = lines[max(0, len(lines) - len(recent) - 1):].tolist()  # the last older one on
+    ordered = (older is None or older.older_in_order()) and _in_order(tail)
     for c in view.compactions:
         after, basis = c.after, ("recorded" if c.after is not None else None)
         line = c.record.lineno
@@ -454,7 +459,7 @@ def compactions(view: View) -> list[CompactionRow]:
             at = bisect.bisect_right(lines, line) if ordered else \
                 next((n for n, later in enumerate(lines) if later > line), len(lines))
             if at < len(lines):
-                after, basis = view.usages[at].prompt, "next response"
+                after, basis = prompt_of(view.usages, at), "next response"
         rows.append(CompactionRow(line, c.timestamp, c.trigger, c.before, after, basis))
     return rows
 

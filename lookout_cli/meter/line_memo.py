@@ -62,7 +62,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (ARCHITEC
 if TYPE_CHECKING:
     from typing import IO, Any
 
-VERSION = 13  # the file's layout, what a kept node and a packed item look like (13: the older usages added up by model)
+VERSION = 14  # the file's layout, what a kept node and a packed item look like (14: the older ids' marks)
 DIGEST_BYTES = 16
 CHUNK = 1024  # nodes or lines of items per marshal value (what is packed at once: memory while writing)
 FEW_BYTES = 256 << 10  # appended since the last run: counted without loading the tokenizer (tokens/lite.py)
@@ -79,15 +79,43 @@ def memo_path(path: str | os.PathLike, key: str) -> str:
     return os.path.splitext(measure_state.state_path(path, key))[0] + ".lines"
 
 
-class _Part:
-    """One section of the memo read: its header, tables, the settled value if it has one (not
-    loaded), and its values past them (nodes, then items, each a list of chunks ended by None),
-    loaded only when asked for."""
+def _bytes_in(raw: memoryview) -> memoryview:
+    """The bytes of a ``bytes`` value where ``marshal`` wrote them (its type, a 4-byte length,
+    then them), not copied: a long session's tables are megabytes."""
+    if raw[0] & 0x7F == ord("s") and int.from_bytes(raw[1:5], "little") == len(raw) - 5:
+        return raw[5:]
+    return memoryview(marshal.loads(raw))
 
-    def __init__(self, header: dict, starts: bytes, digests: bytes, rest: Iterator[memoryview]) -> None:
+
+class _Values:
+    """The values of a settled value (``Adapter.settled``), each loaded when first read: a
+    prompt's run leaves the older responses' ids and times unread."""
+
+    __slots__ = ("_loaded", "_raw")
+
+    def __init__(self, raw: list[memoryview]) -> None:
+        self._raw = raw
+        self._loaded: dict[int, Any] = {}
+
+    def __getitem__(self, at: int) -> Any:
+        if at not in self._loaded:
+            self._loaded[at] = marshal.loads(self._raw[at])
+        return self._loaded[at]
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+class _Part:
+    """One section of the memo read: its header, tables (their bytes in the file's), the settled
+    value if it has one (not loaded), and its values past them (nodes, then items, each a list
+    of chunks ended by None), loaded only when asked for."""
+
+    def __init__(self, header: dict, starts: memoryview, digests: memoryview, rest: Iterator[memoryview]) -> None:
         self.header, self.starts, self.digests, self.rest = header, starts, digests, rest
         self.settled = list(iter(rest.__next__, _END)) if header.get("settled") is not None else None
         self.nodes: list | None = None
+        self._past_nodes = False  # ``rest`` is at the items
 
     def _list(self, load: bool = True) -> list:
         out: list = []
@@ -100,26 +128,26 @@ class _Part:
 
     def read_nodes(self) -> list:
         if self.nodes is None:
-            self.nodes = self._list()
+            self.nodes, self._past_nodes = self._list(), True
         return self.nodes
 
     def nodes_from(self, at: int) -> list:
-        """The nodes, None for the lines of the chunks wholly before line ``at`` (not loaded)."""
+        """The nodes of its lines from line ``at`` on (the chunks wholly before it not loaded)."""
         first, end = self.header["first"], self.header["end"]
         out: list = []
         for start, raw in zip(range(first, end, CHUNK), self.rest):  # as ``LineMemo.save`` cuts them
-            stop = min(start + CHUNK, end)
-            out += itertools.repeat(None, stop - start) if stop <= at else marshal.loads(raw)
+            if min(start + CHUNK, end) > at:
+                out += marshal.loads(raw)[max(0, at - start):]
+        self._past_nodes = True
         if next(self.rest, None) != _END:
             raise ValueError("a list of chunks not ended")
-        self.nodes = out
         return out
 
     def items(self) -> list:
         """(line, packed items) pairs, past the nodes (not loaded when not read yet)."""
-        if self.nodes is None:
+        if not self._past_nodes:
             self._list(load=False)
-            self.nodes = []
+            self._past_nodes = True
         return self._list()
 
 
@@ -137,7 +165,7 @@ class LineMemo:
         self._first = 0
         self._resumed = False
         self._resumed_as_counted = False  # resumed, and the memo's items are counted as this run counts
-        self._old_digests = b""  # the digests of the lines before ``_first``
+        self._old_digests: list[memoryview] = []  # the digests of the lines before ``_first``
         self.sniffed: int | None = None  # the line by which the format was known (0: given)
         # visible lines whose items to keep: (line, first item, end) triples of the view's items,
         # and items taken back from the memo (an array: a tuple and a dict entry per line was
@@ -177,7 +205,7 @@ class LineMemo:
                 return
             if base is not None and any(header[k] != base[k] for k in ("format", "sniffed", "count")):
                 return
-            starts, digests = marshal.loads(next(rest)), marshal.loads(next(rest))
+            starts, digests = _bytes_in(next(rest)), _bytes_in(next(rest))
             new = header["end"] - lines
             if new < 0 or len(starts) != 8 * (new + (base is None)) or len(digests) != DIGEST_BYTES * new:
                 return
@@ -226,15 +254,15 @@ class LineMemo:
             if not 0 < at < count:
                 at, holder = 0, None
             nodes = list(itertools.chain.from_iterable(part.nodes_from(at) for part in self._parts))
-            if len(nodes) != count:
+            if len(nodes) != count - at:
                 raise ValueError("not a node a line")
             # the lines before ``at`` are made only when asked for (``Lines``)
             records = list(map(LeanRecord, range(at + 1, count + 1), itertools.repeat(index), itertools.repeat(None)))
             revive = adapter.revive
-            for record, kept in zip(records, nodes[at:]):
+            for record, kept in zip(records, nodes):
                 if kept is not None:
                     record.node = revive(kept)
-            self.settled = [marshal.loads(raw) for raw in holder.settled] if holder is not None else None
+            self.settled = _Values(holder.settled) if holder is not None else None
             self._settled_at = at
             items = {pos: packed for part in self._parts for pos, packed in part.items()}
         except (ValueError, EOFError, TypeError, IndexError, KeyError):  # not what this lookout keeps
@@ -243,7 +271,7 @@ class LineMemo:
         self._items = items
         self._first, self._resumed = count, True
         self._resumed_as_counted = old["format"] == adapter.name
-        self._old_digests = b"".join(part.digests for part in self._parts)
+        self._old_digests = [part.digests for part in self._parts]  # (joined only to write them anew)
         self.sniffed = old["sniffed"]
         self._nodes = {}  # the lines after them are new: not looked up
         handle.seek(state.offset)
@@ -271,7 +299,7 @@ class LineMemo:
             self._nodes = {}
             try:
                 for part in self._parts:
-                    data = part.digests
+                    data = bytes(part.digests)
                     keys = (data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES))
                     self._nodes.update((key, kept) for key, kept in zip(keys, part.read_nodes()) if kept is not None)
             except (ValueError, EOFError, TypeError):
@@ -374,7 +402,7 @@ class LineMemo:
             with section_writer(memo_path(self.path, self.key), self._after if append else None) as put:
                 put(header)
                 put(memoryview(index.starts)[first + append:complete + 1])  # tables: written as they are
-                put(new if first == self._first else self._old_digests + new)
+                put(new if first == self._first else b"".join([*self._old_digests, new]))
                 if settled is not None:  # its values one by one (what marshal makes of each is written at once)
                     for value in settled[1]:
                         put(value)
