@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 from collections import Counter
@@ -84,3 +85,23 @@ def compacted_session(path: Path, compactions: int = 2, size: float = 4.0, **opt
             return path
         size *= 1.5
     raise AssertionError(f"fewer than {compactions} compactions in {size / 1.5:.0f} MB")
+
+
+def add_turns(path: Path, turns: int) -> None:
+    """Append ``turns`` prompts, each answered, to the Claude Code session at ``path``, chained
+    to its last line and written as that line is (its session, folder and version)."""
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    parent, when = last["uuid"], dt.datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00"))
+    kept = {k: last[k] for k in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch") if k in last}
+    with open(path, "a") as fh:
+        for n in range(2 * turns):
+            when += dt.timedelta(seconds=30)
+            role = "assistant" if n % 2 else "user"
+            message = {"role": role, "content": [{"type": "text", "text": f"turn {n // 2}: " + "more work " * 300}]}
+            if role == "assistant":
+                message.update(id=f"msg_added_{n}", type="message", model=last["message"].get("model"),
+                               usage={"input_tokens": 20_000 + n, "output_tokens": 700})
+            uid = f"00000000-0000-4000-8000-{n:012d}"
+            fh.write(json.dumps({**kept, "parentUuid": parent, "type": role, "message": message, "uuid": uid,
+                                 "timestamp": when.isoformat().replace("+00:00", "Z")}) + "\n")
+            parent = uid

@@ -136,6 +136,37 @@ def test_sealed_values_read_back_what_was_put_tables_included_and_refuse_damage(
     assert sealed_values(path) is None
 
 
+def test_a_large_file_of_sections_is_mapped_and_read_alike(tmp_path):
+    """A file of sections from ``MAP_BYTES`` on is mapped, not read: the same values, a section
+    appended after them, a damaged one refused; and a head left blank (a run stopped before it
+    sealed its section) ends what is read, as a torn section does."""
+    import marshal
+    import mmap
+
+    from lookout_cli.core import fsutil
+
+    path = tmp_path / "memo"
+    table = bytes(range(256)) * (fsutil.MAP_BYTES // 256 + 1)
+    with section_writer(path) as put:
+        put({"first": 0})
+        put(table)
+    read = sealed_sections(path)
+    assert isinstance(read.payloads[0].obj, mmap.mmap) and path.stat().st_size >= fsutil.MAP_BYTES
+    assert [marshal.loads(v) for v in raw_values(read.payloads[0])] == [{"first": 0}, table]
+    with section_writer(path, read) as put:
+        put({"first": 1})
+    assert [marshal.loads(next(raw_values(p))) for p in sealed_sections(path).payloads] == [{"first": 0}, {"first": 1}]
+    whole = sealed_sections(path)
+    with open(path, "ab") as fh:
+        fh.write(bytes(12) + b"half a section")
+    blank = sealed_sections(path)
+    assert len(blank.payloads) == 2 and blank.end == whole.end < blank.size
+    data = bytearray(path.read_bytes())
+    data[len(table) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    assert sealed_sections(path).payloads == []
+
+
 def test_sections_append_to_the_file_read_and_only_to_it(tmp_path):
     """An appendable sealed file: a section appended after the ones read, none when the file
     changed since (a concurrent writer's), and a torn last section passed over."""
@@ -251,7 +282,7 @@ def test_an_exact_read_without_orjson_is_the_standard_librarys_and_loads_no_orjs
     value as with orjson loaded, big integers and lone surrogates exact, and orjson still not
     imported (a lone surrogate once made the read try orjson first)."""
     lines = [b'{"n": 123456789012345678901234567890, "s": "\\ud800 x", "f": 1.5}', b'[1, "\\u00e9", {"a": null}]',
-             '{"t": "\\ud83d\\ude00"}'.encode()]
+             b'{"t": "\\ud83d\\ude00"}']
     with_orjson = [loads_exact(line) for line in lines]
     monkeypatch.delitem(sys.modules, "orjson")  # as in a run that has not imported it (this test's has)
     monkeypatch.setattr(jsonl, "_orjson", None)

@@ -15,6 +15,7 @@ import time
 
 import orjson
 import pytest
+from claude_code_helpers import add_turns
 from conftest import REPO, lookout_exe, real_transcripts
 
 from lookout_cli import options
@@ -272,6 +273,7 @@ def long_compacted(tmp_path_factory):
     processes (``options.APART_BYTES``), compacted every 1.6 MB as Claude Code compacts."""
     path = tmp_path_factory.mktemp("compacted") / "session.jsonl"
     generate(path, "claude-code", options.APART_BYTES / (1 << 20) + 2, shape="real")
+    add_turns(path, 3)  # (the generator's last segment may hold a single turn: none for compact to split on)
     return path
 
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, run_lookout
 from test_measure import ALL_INPUTS
 
-from lookout_cli.core import paths
+from lookout_cli.core import fsutil, paths
 from lookout_cli.core.dataclass import replace
 from lookout_cli.core.fsutil import sealed_sections
 from lookout_cli.formats import SNIFF_RECORDS
@@ -33,10 +33,11 @@ from bench.generate import generate  # noqa: E402
 NOW = "2026-01-01T00:00:00Z"
 
 
-def measured(path, cache: bool = True, **settings):
-    """measure's meter for FILE ``path``, in this process, and the transcript it read."""
+def measured(path, cache: bool = True, points: bool = True, **settings):
+    """measure's meter for FILE ``path``, in this process, and the transcript it read
+    (``points``: the series too, which ``-q`` leaves out)."""
     settings = Settings(now=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), discover_rules=False, **settings)
-    return measure_input(Run("measure", file=str(path), isolated=True), settings, cache=cache)
+    return measure_input(Run("measure", file=str(path), isolated=True), settings, cache=cache, points=points)
 
 
 def report(path, cache: bool = True, **settings) -> dict:
@@ -215,6 +216,38 @@ def test_items_counted_another_way_are_counted_again(grown):
     assert report(path, model="gpt-4") == fresh(path, model="gpt-4")  # another encoding
 
 
+def test_a_run_stopped_while_appending_to_the_memo_leaves_it_readable(grown):
+    """A run stopped (killed, interrupted, the disk full) while it appends its section leaves
+    the section's head blank and its values half written: later runs read the sections before
+    it, measure as from scratch, and write the memo anew. (A blank head read as an empty
+    section once failed every later measure of the file.)"""
+    path, rest = grown
+    report(path)
+    (memo,) = memo_files()
+    lines = rest.splitlines(keepends=True)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[:10]))
+    with open(memo, "ab") as fh:
+        fh.write(bytes(12) + (100).to_bytes(8, "little") + b"values not yet sealed")  # as a stopped run leaves it
+    assert report(path) == fresh(path)
+    assert b"not yet sealed" not in memo.read_bytes()  # written anew
+    size = memo.stat().st_size
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[10:20]))
+
+    def stopped(self, value):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fsutil._Section, "put", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            report(path)
+    assert memo.stat().st_size >= size  # never shrunk (a reader may have it mapped)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[20:]))
+    assert report(path) == fresh(path)
+
+
 def test_a_damaged_memo_is_ignored(grown):
     path, rest = grown
     report(path)
@@ -309,8 +342,7 @@ def test_a_prompts_run_reads_no_id_or_time_of_the_responses_before_the_last_comp
     monkeypatch.setattr(line_memo._Values, "__getitem__", lambda self, at: loaded.append(at) or values(self, at))
     with open(path, "ab") as fh:  # a prompt's exchange, before the next compaction
         fh.write(b"".join(lines[boundaries[2] - 40:boundaries[2] - 10]))
-    settings = Settings(now=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), discover_rules=False)
-    meter, _ = measure_input(Run("measure", file=str(path), isolated=True), settings, points=False)  # as ``-q``
+    meter, _ = measured(path, points=False)  # as ``-q``
     assert to_dict(replace(meter, series=()), str(path), None) == {**fresh(path), "series": []}
     assert loaded and 1 in loaded and not {2, 6} & set(loaded)  # the marks; neither the ids nor the times
     loaded.clear()

@@ -17,7 +17,7 @@ import threading
 
 import orjson
 import pytest
-from claude_code_helpers import compacted_session
+from claude_code_helpers import add_turns, compacted_session
 from conftest import REPO, SHARED_TRANSCRIPTS, lookout_exe, run_lookout
 from test_measure import ALL_INPUTS
 
@@ -257,7 +257,7 @@ def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary
 
     path = tmp_path / "session.jsonl"
     compacted_session(path, 2)
-    _add_turns(path, 3)  # (the generator's last segment may hold a single turn: none to split on)
+    add_turns(path, 3)  # (the generator's last segment may hold a single turn: none to split on)
     built = []
     real = claude_code.build_chain
     monkeypatch.setattr(claude_code, "build_chain", lambda records, settled=None: built.append(
@@ -282,26 +282,6 @@ def test_a_compacted_session_compacted_again_views_the_lines_before_its_boundary
         [(c.record.lineno, c.before, c.after) for c in whole.compactions]
     assert [(i.kind, i.text, i.record.lineno) for i in view.items] == \
         [(i.kind, i.text, i.record.lineno) for i in whole.items]
-
-
-def _add_turns(path, turns: int) -> None:
-    """Append ``turns`` prompts, each answered, to the Claude Code session at ``path``, chained
-    to its last line and written as that line is (its session, folder and version)."""
-    last = json.loads(path.read_bytes().splitlines()[-1])
-    parent, when = last["uuid"], dt.datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00"))
-    kept = {k: last[k] for k in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch") if k in last}
-    with open(path, "a") as fh:
-        for n in range(2 * turns):
-            when += dt.timedelta(seconds=30)
-            role = "assistant" if n % 2 else "user"
-            message = {"role": role, "content": [{"type": "text", "text": f"turn {n // 2}: " + "more work " * 300}]}
-            if role == "assistant":
-                message.update(id=f"msg_added_{n}", type="message", model=last["message"].get("model"),
-                               usage={"input_tokens": 20_000 + n, "output_tokens": 700})
-            uid = f"00000000-0000-4000-8000-{n:012d}"
-            fh.write(json.dumps({**kept, "parentUuid": parent, "type": role, "message": message, "uuid": uid,
-                                 "timestamp": when.isoformat().replace("+00:00", "Z")}) + "\n")
-            parent = uid
 
 
 def _lines_of(handle, head: int) -> Lines:

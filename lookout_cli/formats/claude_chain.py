@@ -41,7 +41,6 @@ and the caller reads those lines after all.
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Callable, Sequence
 
@@ -387,14 +386,30 @@ class Chain:
         return out
 
 
-def _chain_keys(objs: list, start: int = 0) -> tuple[list, list[int], bytearray]:
-    """One pass over the lines from ``start`` on (the ones before it are not read): each line's
-    type by position (None off the chain), the chain's lines in order, and whether each of
-    those is a sidechain line. A node is read by position: this runs for every line."""
-    kinds: list[str | None] = [None] * len(objs)
+class _Sparse(dict):
+    """A list's stand-in, by position, for the lines from a settled value's line on (``build_chain``):
+    None where nothing is set. A prompt's chain of a long compacted session reads its last few
+    hundred lines, and a list of every line's place (five of them) was most of its time: pages
+    the kernel hands out fresh, a few microseconds each on this kind of machine."""
+
+    __slots__ = ()
+
+    def __missing__(self, pos: int) -> None:
+        return None
+
+    def copy(self) -> _Sparse:
+        return _Sparse(self)
+
+
+def _chain_keys(objs: list | _Sparse, blank: Callable[[], Any]) -> tuple[Any, list[int], bytearray]:
+    """One pass over the lines ``objs`` holds (a list: every line; ``_Sparse``: those after a
+    settled value's line): each line's type by position (None off the chain; in ``blank()``),
+    the chain's lines in order, and whether each of those is a sidechain line. A node is read
+    by position: this runs for every line."""
+    kinds = blank()
     lines: list[int] = []
     side = bytearray()
-    for i, o in enumerate(itertools.islice(objs, start, None), start):
+    for i, o in (objs.items() if type(objs) is _Sparse else enumerate(objs)):
         if o is None:
             continue
         if type(o) is Node:
@@ -429,9 +444,16 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
     have no node), None when that is not the chain of every line."""
     # a lean record keeps only its node; any other keeps its whole value, which reads the same
     at = settled.at if settled is not None else 0
-    objs: list = [None] * at
-    objs += [r.node if r.node is not None else r.data for r in records[at:]]
-    kinds, lines, side = _chain_keys(objs, at)
+    size = len(records)
+    # what is kept by position: lists, or with ``settled`` the lines from ``at`` on only
+    objs: list | _Sparse
+    if settled is None:
+        objs = [r.node if r.node is not None else r.data for r in records]
+        blank, flags = (lambda: [None] * size), (lambda: bytearray(size))
+    else:
+        objs = _Sparse(zip(range(at, size), [r.node if r.node is not None else r.data for r in records[at:]]))
+        blank = flags = _Sparse
+    kinds, lines, side = _chain_keys(objs, blank)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     if settled is not None and sidechain:
         return None
@@ -465,14 +487,14 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
         found = by_uuid.get(uid) if uid is not None else None
         return found[-1] if isinstance(found, list) else found
 
-    if settled is not None and (at >= len(objs) or not is_map(objs[at]) or preserved_segment(objs[at]) is not None):
+    if settled is not None and (at >= size or not is_map(objs[at]) or preserved_segment(objs[at]) is not None):
         return None  # a partial compaction relinks lines not read
     overrides, pruned = _preserved_relinks(objs, kinds, lines, members, resolve, latest)
     if settled is not None and pruned:
         return None
     # each line's parent, resolved once (by position: a list, not a dict of every line); the
     # live conversation's with the relinks applied
-    parents: list[int | None] = [None] * len(objs)
+    parents = blank()
     for i in lines:
         parents[i] = resolve(_uuids(objs[i])[1], i)
     if settled is not None and any(parents[i] is None and _uuids(objs[i])[1] is not None for i in members):
@@ -483,7 +505,8 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
         for i, parent in overrides.items():
             live_parents[i] = parent
 
-    leaf, offered = _find_leaf(objs, kinds, lines, [i for i in members if i not in pruned], live_parents.__getitem__)
+    leaf, offered = _find_leaf(objs, kinds, lines, [i for i in members if i not in pruned],
+                               live_parents.__getitem__, flags())
     if leaf is None:
         return None if settled is not None else chain
     if settled is not None and settled.latest is not None:
@@ -495,7 +518,7 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
     def walk(start: int, live: bool) -> tuple[list[int], int | None]:
         """Walk back from ``start``; return the path (chain order) and the boundary it hit."""
         path: list[int] = []
-        seen = bytearray(len(objs))
+        seen = flags()
         pos: int | None = start
         parent_of = (live_parents if live else parents).__getitem__
         while pos is not None and not seen[pos]:
@@ -537,16 +560,17 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
         if chain.settled is not None and chain.settled.latest is not None:
             stamps.append(chain.settled.latest)
         chain.latest = max(stamps, key=parse_time) if stamps else None
-    chain.visible = _recover_siblings(objs, kinds, members, segments[-1], chain.boundary, live_parents.__getitem__)
+    chain.visible = _recover_siblings(objs, kinds, members, segments[-1], chain.boundary,
+                                      live_parents.__getitem__, blank())
     return chain
 
 
-def _find_leaf(objs, kinds, lines, members, parent_of) -> tuple[int | None, list[tuple[int, str]]]:
+def _find_leaf(objs, kinds, lines, members, parent_of, above) -> tuple[int | None, list[tuple[int, str]]]:
     """Claude Code's ``findLatestMessage``: of the conversation lines no other conversation
     line descends from, the one with the newest timestamp (the first of equals); the newest in
     file order when no timestamp parses. With it, each of those lines whose time parses, and
-    that time's text."""
-    above = bytearray(len(objs))  # 1 for the lines with a conversation line below them
+    that time's text. ``above``: a line's place each, blank (to mark the lines with a
+    conversation line below them)."""
     for i in lines:
         if kinds[i] in CONVERSATION_TYPES:
             pos = parent_of(i)
@@ -611,14 +635,14 @@ def preserved_segment(obj: Any) -> dict | None:
     return seg if isinstance(seg, dict) else None
 
 
-def _recover_siblings(objs, kinds, members, path, boundary, parent_of) -> list[int]:
+def _recover_siblings(objs, kinds, members, path, boundary, parent_of, run_of) -> list[int]:
     """Add the split-response lines and tool results that a single parent walk misses.
 
     The path is in chain order. It rises in file order except where a preserved segment is
     relinked to its (later-written) anchor, so it is cut into rising runs; a recovered line
-    joins its parent's run, and each run is put in file order."""
+    joins its parent's run, and each run is put in file order. ``run_of``: a line's place
+    each, blank (each line's run, by position)."""
     runs: list[list[int]] = []
-    run_of: list[int | None] = [None] * len(objs)  # each line's run, by position
     for pos in path:
         if not runs or pos < runs[-1][-1]:
             runs.append([])

@@ -79,10 +79,10 @@ def settled_from(kept: Sequence, records: Sequence[Record]) -> Settled:
     loads each when it is read: the ids and times only when asked for)."""
     at, marks, lines, numbers, models, compactions, latest, totals, in_order = \
         (kept[n] for n in (0, 1, 3, 4, 5, 7, 8, 9, 10))
-    # (marshal gives an array's bytes)
-    lines = array.array("q", lines)
-    usages = Usages.older_of(lines, array.array("q", numbers), list(models), lambda: kept[6], totals, in_order)
-    keys = Keys(lambda: kept[2], array.array("I", marks), len(lines))
+    # (marshal gives an array's bytes: read in place, as the memo gives them)
+    lines = memoryview(lines).cast("q")
+    usages = Usages.older_of(lines, memoryview(numbers).cast("q"), list(models), lambda: kept[6], totals, in_order)
+    keys = Keys(lambda: kept[2], memoryview(marks).cast("I"), len(lines))
     return Settled(at, usages, keys, [Compaction(records[pos], *rest) for pos, *rest in compactions], latest)
 
 

@@ -30,8 +30,10 @@ class Usages(Sequence):
 
     def __init__(self, recent: list[Usage] | None = None) -> None:
         self.recent = recent if recent is not None else []
-        self.lines = array.array("q")  # each older usage's line number
-        self.numbers = array.array("q")  # five each: input, cache write, cache read, output, 1-hour write
+        # arrays (or views of the line memo's, read in place: ``first`` copies them to add to)
+        self.lines: array.array | memoryview = array.array("q")  # each older usage's line number
+        # five each: input, cache write, cache read, output, 1-hour write
+        self.numbers: array.array | memoryview = array.array("q")
         self.models: list[str | None] = []
         self._stamps: list[str | None] | Callable[[], Iterable] = []
         self._figures: tuple[list[int], ...] | None = None  # ``older_figures``, once worked out
@@ -100,7 +102,8 @@ class Usages(Sequence):
     def first(self, count: int) -> Usages:
         """The first ``count`` usages, all as older ones (what a compaction settles)."""
         older = len(self.lines)
-        kept = Usages.older_of(self.lines[:count], self.numbers[:5 * count], self.models[:count], self.stamps[:count])
+        kept = Usages.older_of(column(self.lines[:count]), column(self.numbers[:5 * count]), self.models[:count],
+                               self.stamps[:count])
         for usage in self.recent[:max(0, count - older)]:
             kept.lines.append(usage.record.lineno)
             kept.numbers.extend((usage.input, usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h))
@@ -202,6 +205,14 @@ class Keys:
             return array.array("I", sorted(map(mark, (key for key in self if type(key) is str))))
         added = [mark(key) for key in self.added if type(key) is str]
         return array.array("I", sorted([*self.marks, *added])) if added else self.marks
+
+
+def column(values: Sequence[int]) -> array.array:
+    """A copy of an older usages' column (an array, or a view of one in the line memo's
+    bytes) to add to."""
+    out = array.array("q")
+    out.frombytes(memoryview(values).cast("B"))
+    return out
 
 
 def mark(key: str) -> int:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from lookout_cli.core import progress
 from lookout_cli.core.dataclass import dataclass, field, replace
 from lookout_cli.formats.kinds import IMAGE, NOTICE, SETUP, SUMMARY, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
-from lookout_cli.formats.usages import prompt_of, split_usages
+from lookout_cli.formats.usages import column, prompt_of, split_usages
 from lookout_cli.images.costs import image_item_tokens, image_provider
 from lookout_cli.meter.cost import CacheTotals, Cost, WarmCache, cache_totals, total_cost, warm_cache
 from lookout_cli.meter.reclaim import DuplicateRead, Reclaimable, call_target, duplicate_reads, reclaimable, tool_name
@@ -445,7 +445,7 @@ class CompactionRow:
 def compactions(view: View) -> list[CompactionRow]:
     rows = []
     older, recent = split_usages(view.usages)
-    lines = array.array("q", older.lines) if older is not None else array.array("q")
+    lines = column(older.lines) if older is not None else array.array("q")
     lines.extend([usage.record.lineno for usage in recent])
     # the first usage after a compaction, found by halving when the usages run in file order
     # (they nearly always do: a long session compacts hundreds of times over 100k usages; the

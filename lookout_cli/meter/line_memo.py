@@ -79,17 +79,25 @@ def memo_path(path: str | os.PathLike, key: str) -> str:
     return os.path.splitext(measure_state.state_path(path, key))[0] + ".lines"
 
 
-def _bytes_in(raw: memoryview) -> memoryview:
+def _bytes_in(raw: memoryview) -> memoryview | None:
     """The bytes of a ``bytes`` value where ``marshal`` wrote them (its type, a 4-byte length,
-    then them), not copied: a long session's tables are megabytes."""
-    if raw[0] & 0x7F == ord("s") and int.from_bytes(raw[1:5], "little") == len(raw) - 5:
+    then them), not copied: a long session's tables are megabytes. None: another value."""
+    if raw and raw[0] & 0x7F == ord("s") and int.from_bytes(raw[1:5], "little") == len(raw) - 5:
         return raw[5:]
-    return memoryview(marshal.loads(raw))
+    return None
+
+
+def _table(raw: memoryview) -> memoryview:
+    found = _bytes_in(raw)
+    if found is None:
+        raise ValueError("not a table")
+    return found
 
 
 class _Values:
-    """The values of a settled value (``Adapter.settled``), each loaded when first read: a
-    prompt's run leaves the older responses' ids and times unread."""
+    """The values of a settled value (``Adapter.settled``), each loaded when first read (a
+    prompt's run leaves the older responses' ids and times unread), a ``bytes`` one as a view
+    of the memo's (its columns: not copied)."""
 
     __slots__ = ("_loaded", "_raw")
 
@@ -99,7 +107,8 @@ class _Values:
 
     def __getitem__(self, at: int) -> Any:
         if at not in self._loaded:
-            self._loaded[at] = marshal.loads(self._raw[at])
+            found = _bytes_in(self._raw[at])
+            self._loaded[at] = found if found is not None else marshal.loads(self._raw[at])
         return self._loaded[at]
 
     def __len__(self) -> int:
@@ -183,7 +192,7 @@ class LineMemo:
         self._parts: list[_Part] = []
         try:
             self._read_headers(read.payloads if read is not None else [])
-        except (ValueError, EOFError, TypeError, KeyError, IndexError):
+        except (ValueError, EOFError, TypeError, KeyError, IndexError, StopIteration):
             pass
         self._old = self._parts[-1].header if self._parts else None  # the newest state
         # where this run may append its section: after the sections read, when all of them
@@ -205,7 +214,7 @@ class LineMemo:
                 return
             if base is not None and any(header[k] != base[k] for k in ("format", "sniffed", "count")):
                 return
-            starts, digests = _bytes_in(next(rest)), _bytes_in(next(rest))
+            starts, digests = _table(next(rest)), _table(next(rest))
             new = header["end"] - lines
             if new < 0 or len(starts) != 8 * (new + (base is None)) or len(digests) != DIGEST_BYTES * new:
                 return
