@@ -41,6 +41,7 @@ and the caller reads those lines after all.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Sequence
 
@@ -386,6 +387,9 @@ class Chain:
         return out
 
 
+SPARSE_FROM = 16  # lines before the settled one for each after it, from which ``build_chain`` keeps a dict
+
+
 class _Sparse(dict):
     """A list's stand-in, by position, for the lines from a settled value's line on (``build_chain``):
     None where nothing is set. A prompt's chain of a long compacted session reads its last few
@@ -393,23 +397,21 @@ class _Sparse(dict):
     the kernel hands out fresh, a few microseconds each on this kind of machine."""
 
     __slots__ = ()
-
-    def __missing__(self, pos: int) -> None:
-        return None
+    __getitem__ = dict.get  # (not ``__missing__``: a call of Python's a line not set)
 
     def copy(self) -> _Sparse:
         return _Sparse(self)
 
 
-def _chain_keys(objs: list | _Sparse, blank: Callable[[], Any]) -> tuple[Any, list[int], bytearray]:
-    """One pass over the lines ``objs`` holds (a list: every line; ``_Sparse``: those after a
-    settled value's line): each line's type by position (None off the chain; in ``blank()``),
-    the chain's lines in order, and whether each of those is a sidechain line. A node is read
-    by position: this runs for every line."""
+def _chain_keys(objs: list | _Sparse, start: int, blank: Callable[[], Any]) -> tuple[Any, list[int], bytearray]:
+    """One pass over the lines from ``start`` on (the ones before it are not read): each line's
+    type by position (None off the chain; in ``blank()``), the chain's lines in order, and
+    whether each of those is a sidechain line. A node is read by position: this runs for every
+    line."""
     kinds = blank()
     lines: list[int] = []
     side = bytearray()
-    for i, o in (objs.items() if type(objs) is _Sparse else enumerate(objs)):
+    for i, o in (objs.items() if type(objs) is _Sparse else enumerate(itertools.islice(objs, start, None), start)):
         if o is None:
             continue
         if type(o) is Node:
@@ -446,14 +448,22 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
     at = settled.at if settled is not None else 0
     size = len(records)
     # what is kept by position: lists, or with ``settled`` the lines from ``at`` on only
+    # (a dict's lookups cost more than a list's: paid where the lines before are many more)
+    sparse = settled is not None and at > SPARSE_FROM * (size - at)
     objs: list | _Sparse
-    if settled is None:
-        objs = [r.node if r.node is not None else r.data for r in records]
-        blank, flags = (lambda: [None] * size), (lambda: bytearray(size))
-    else:
+    if sparse:
         objs = _Sparse(zip(range(at, size), [r.node if r.node is not None else r.data for r in records[at:]]))
-        blank = flags = _Sparse
-    kinds, lines, side = _chain_keys(objs, blank)
+    else:
+        objs = [None] * at
+        objs += [r.node if r.node is not None else r.data for r in records[at:]]
+
+    def blank() -> list | _Sparse:  # a value a line, by position
+        return _Sparse() if sparse else [None] * size
+
+    def flags() -> bytearray:  # a byte a line (few pages however long the file)
+        return bytearray(size)
+
+    kinds, lines, side = _chain_keys(objs, at, blank)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
     if settled is not None and sidechain:
         return None
