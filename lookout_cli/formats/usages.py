@@ -202,8 +202,8 @@ class Keys:
     def all_marks(self) -> array.array:
         """The marks of every text id, sorted (what a settled value keeps with them)."""
         if self.marks is None:
-            return array.array("I", sorted(map(mark, (key for key in self if type(key) is str))))
-        added = [mark(key) for key in self.added if type(key) is str]
+            return array.array("I", sorted(_marks(self)))
+        added = _marks(self.added)
         return array.array("I", sorted([*self.marks, *added])) if added else self.marks
 
 
@@ -215,9 +215,22 @@ def column(values: Sequence[int]) -> array.array:
     return out
 
 
+MARK_BITS = (1 << 30) - 1  # of a CRC-32: a number CPython sorts as one digit (twice as fast as two)
+
+
 def mark(key: str) -> int:
-    """A text id's CRC-32 (``Keys.marks``)."""
-    return zlib.crc32(key.encode("utf-8", "surrogatepass"))
+    """A text id's mark (``Keys.marks``): its CRC-32's low 30 bits."""
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) & MARK_BITS
+
+
+def _marks(keys: Iterable) -> list[int]:
+    """``mark`` of each text id among ``keys`` (a cold run's tens of thousands: no call of
+    Python's each)."""
+    crcs = map(zlib.crc32, map(_ENCODE, [key for key in keys if type(key) is str]))
+    return list(map(MARK_BITS.__and__, crcs))
+
+
+_ENCODE = operator.methodcaller("encode", "utf-8", "surrogatepass")
 
 
 def by_model(figures: Sequence[list[int]], models: Sequence[str | None]) -> dict[str | None, Sequence[list[int]]]:

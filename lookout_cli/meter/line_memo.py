@@ -34,6 +34,11 @@ as one section, replaced atomically. Sections must follow one another (each star
 line the one before ends at, with the same key and counting); reading stops at the first
 that does not, or that is torn or damaged. Only adapters that keep their items in it
 (``Adapter.remembers_items``) use it.
+
+A run reads the file in place (mapped when large: ``fsutil.sealed_sections``): the tables are
+views of its bytes, and each part of the settled value is loaded when first read, a table as
+a view too (``_Values``): a prompt's run over a long session reads what the older segments add
+up to, not the ids and times of their tens of thousands of responses.
 """
 
 from __future__ import annotations
