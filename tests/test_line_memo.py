@@ -377,6 +377,28 @@ def test_older_ids_are_looked_up_by_their_marks_and_told_apart_by_the_ids():
     assert list(Keys(ids).all_marks()) == sorted([mark("msg_a"), mark("msg_b")]) and 7 in Keys(ids)
 
 
+def test_what_older_usages_add_up_to_is_kept_and_added_to():
+    """A run whose settled value moves to a later compaction adds the usages between to what
+    the older ones added up to (kept with them), not every column again: the same totals by
+    model, in the same order, as of all of them at once (negative writes, no model, a 1-hour
+    write in one part only)."""
+    import random
+
+    from lookout_cli.formats.usages import _merged, totals_by_model
+
+    rng = random.Random(29)
+    for _ in range(300):
+        parts = []
+        for models in (("a", "b", None), ("a", "c", None)):
+            n = rng.randint(0, 20)
+            parts.append(([[rng.randint(-3, 50) for _ in range(n)] for _ in range(4)] + [[rng.choice((0, 0, 7))
+                          for _ in range(n)]], [rng.choice(models) for _ in range(n)]))
+        (first, m1), (second, m2) = parts
+        whole = totals_by_model([x + y for x, y in zip(first, second)], m1 + m2)
+        merged = _merged(totals_by_model(first, m1), totals_by_model(second, m2))
+        assert merged == whole and list(merged) == list(whole)
+
+
 def test_the_lines_a_resumed_run_left_unread_are_all_read_when_asked_for(compacting, tmp_path):
     """A cold run keeps no node for the lines before the last compaction (what they give
     stands for them), nor does a run that resumes the file read them; when the chain needs

@@ -104,14 +104,20 @@ class Usages(Sequence):
         older = len(self.lines)
         kept = Usages.older_of(column(self.lines[:count]), column(self.numbers[:5 * count]), self.models[:count],
                                self.stamps[:count])
-        for usage in self.recent[:max(0, count - older)]:
+        added = self.recent[:max(0, count - older)]
+        for usage in added:
             kept.lines.append(usage.record.lineno)
             kept.numbers.extend((usage.input, usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h))
             kept.models.append(usage.model)
             kept.stamps.append(usage.timestamp)
-        if self._in_order is not None and count >= older:  # (the older ones' order known: the others' looked at)
-            lines = kept.lines[max(0, older - 1):].tolist()
-            kept._in_order = self._in_order and lines == sorted(lines)
+        if count >= older:  # what the older ones' add up to and their order, when known: the others' added
+            if self._in_order is not None:
+                lines = kept.lines[max(0, older - 1):].tolist()
+                kept._in_order = self._in_order and lines == sorted(lines)
+            if self._totals is not None:
+                figures = [[u.input for u in added], [u.cache_write for u in added], [u.cache_read for u in added],
+                           [u.output for u in added], [u.cache_write_1h for u in added]]
+                kept._totals = _merged(self._totals, totals_by_model(figures, [u.model for u in added]))
         return kept
 
     def older_only(self) -> Usages:
@@ -264,6 +270,16 @@ def totals_by_model(figures: Sequence[list[int]], models: Sequence[str | None]) 
 def prompt_of(usages: Sequence[Usage], at: int) -> int:
     """``usages[at].prompt``, an older usage's read from its columns (no ``Usage`` made)."""
     return usages.prompt(at) if type(usages) is Usages else usages[at].prompt
+
+
+def _merged(totals: dict, more: dict) -> dict:
+    """``totals_by_model`` of two runs of usages from each one's (every figure adds up, but
+    whether any 1-hour write is not 0, and the highest prompt)."""
+    out = dict(totals)
+    for model, b in more.items():
+        a = out.get(model)
+        out[model] = b if a is None else (*map(operator.add, a[:7], b[:7]), a[7] | b[7], max(a[8], b[8]))
+    return out
 
 
 def split_usages(usages: Sequence[Usage]) -> tuple[Usages | None, Sequence[Usage]]:
