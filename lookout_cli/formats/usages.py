@@ -159,10 +159,11 @@ class Usages(Sequence):
 class Keys:
     """The ids older usages are counted by, in their order (``claude_items.Responses``: a
     response seen again after a compaction is not counted twice): those a settled value kept,
-    given or loaded when first read (a function), with the CRC-32 of each text id, sorted
-    (``marks``), then any ``added`` after them. A prompt's re-measure of a long session asks
-    whether each of its few new responses is among tens of thousands: it looks the marks up,
-    and loads the ids only on a match (the same CRC: mostly the same id), not a string an id."""
+    given or loaded when first read (a function), with a mark of each text id (``mark``),
+    sorted (``marks``), then any ``added`` after them. A prompt's re-measure of a long session
+    asks whether each of its few new responses is among tens of thousands: it looks the marks
+    up, and loads the ids only on a match (the same mark: mostly the same id), not a string an
+    id."""
 
     __slots__ = ("_older", "_set", "added", "count", "marks")
 
