@@ -352,6 +352,25 @@ def test_a_prompts_run_reads_no_id_or_time_of_the_responses_before_the_last_comp
     assert {2, 6} <= set(loaded)
 
 
+def test_a_memo_mapped_gives_what_a_memo_read_gives(compacting, tmp_path, monkeypatch):
+    """A memo of ``MAP_BYTES`` or more is mapped, and its tables and the older usages' columns
+    read as views of its bytes (a long session's; here every memo, the bound lowered): each
+    run across compactions, with the series that reads every column and time, measures as
+    from scratch."""
+    monkeypatch.setattr(fsutil, "MAP_BYTES", 1)
+    source, boundaries = compacting
+    lines = lines_of(source)
+    path = tmp_path / "grown.jsonl"
+    cuts = [boundaries[1] + 20, boundaries[2] - 30, boundaries[2] + 30, len(lines)]
+    path.write_bytes(b"".join(lines[:cuts[0]]))
+    assert report(path) == fresh(path)
+    for before, cut in itertools.pairwise(cuts):
+        with open(path, "ab") as fh:
+            fh.write(b"".join(lines[before:cut]))
+        assert report(path) == fresh(path)
+    assert type(sealed_sections(memo_files()[0]).payloads[0].obj).__name__ == "mmap"
+
+
 def test_older_ids_are_looked_up_by_their_marks_and_told_apart_by_the_ids():
     """``Keys``: an id whose CRC-32 is among no mark is not one of them, and the ids are not
     loaded for it; a mark that matches is checked against the ids (two ids may share a CRC)."""
