@@ -136,10 +136,10 @@ def test_sealed_values_read_back_what_was_put_tables_included_and_refuse_damage(
     assert sealed_values(path) is None
 
 
-def test_a_large_file_of_sections_is_mapped_and_read_alike(tmp_path):
+def test_a_large_file_of_sections_is_mapped_and_read_alike(tmp_path, monkeypatch):
     """A file of sections from ``MAP_BYTES`` on is mapped, not read: the same values, a section
-    appended after them, a damaged one refused; and a head left blank (a run stopped before it
-    sealed its section) ends what is read, as a torn section does."""
+    appended after them, a damaged one refused, read where it cannot be mapped; and a head left
+    blank (a run stopped before it sealed its section) ends what is read, as a torn section does."""
     import marshal
     import mmap
 
@@ -161,6 +161,13 @@ def test_a_large_file_of_sections_is_mapped_and_read_alike(tmp_path):
         fh.write(bytes(12) + b"half a section")
     blank = sealed_sections(path)
     assert len(blank.payloads) == 2 and blank.end == whole.end < blank.size
+    def unmappable(*args, **kwargs):
+        raise OSError(19, "No such device")  # (mmap's error on a file system that maps no file)
+
+    monkeypatch.setattr(mmap, "mmap", unmappable)
+    read = sealed_sections(path)
+    assert type(read.payloads[0].obj) is bytes and len(read.payloads) == 2 and read.end == whole.end
+    monkeypatch.undo()
     data = bytearray(path.read_bytes())
     data[len(table) // 2] ^= 1
     path.write_bytes(bytes(data))

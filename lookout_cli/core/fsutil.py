@@ -318,13 +318,15 @@ def sealed_sections(path: str | os.PathLike) -> Sections | None:
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
+            blob: Any = None
             if st.st_size >= MAP_BYTES:
                 import mmap
 
-                blob: Any = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            else:
+                with contextlib.suppress(OSError, ValueError):  # (a file system that maps no file: read)
+                    blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            if blob is None:
                 blob = handle.read()
-    except (OSError, ValueError):
+    except OSError:
         return None
     data = memoryview(blob)
     payloads: list[memoryview] = []
