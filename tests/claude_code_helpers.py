@@ -91,7 +91,7 @@ def add_turns(path: Path, turns: int) -> None:
     """Append ``turns`` prompts, each answered, to the Claude Code session at ``path``, chained
     to its last line and written as that line is (its session, folder and version)."""
     last = json.loads(path.read_bytes().splitlines()[-1])
-    parent, when = last["uuid"], dt.datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00"))
+    parent, when = last["uuid"], dt.datetime.fromisoformat(last["timestamp"])
     kept = {k: last[k] for k in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch") if k in last}
     with open(path, "a") as fh:
         for n in range(2 * turns):

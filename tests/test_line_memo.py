@@ -501,9 +501,18 @@ def fresh_of(path, lines: list[bytes]) -> dict:
     return fresh(path)
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["as-sized", "dicts-and-mapped"])
 @pytest.mark.parametrize("path", [p for p in ALL_INPUTS if b'"compact_boundary"' in p.read_bytes()
                                   and len(lines_of(p)) > SNIFF_RECORDS], ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_every_compacted_input_grown_line_by_line_measures_as_from_scratch(path, tmp_path):
+def test_every_compacted_input_grown_line_by_line_measures_as_from_scratch(path, tmp_path, monkeypatch, lean):
+    """Each line appended, the run resumes the memo and measures as from scratch; ``lean``:
+    with the chain kept in dicts and the memo mapped, as a long session's are, on real
+    transcripts too (their sizes alone would take neither path)."""
+    if lean:
+        from lookout_cli.formats import claude_chain
+
+        monkeypatch.setattr(claude_chain, "SPARSE_FROM", 0)
+        monkeypatch.setattr(fsutil, "MAP_BYTES", 1)
     lines = lines_of(path)
     copy = tmp_path / path.name
     copy.write_bytes(b"".join(lines[:SNIFF_RECORDS]))

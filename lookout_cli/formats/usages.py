@@ -197,10 +197,10 @@ class Keys:
         return iter(self._ids())
 
     def __contains__(self, key: object) -> bool:
-        if type(key) is str and self.marks is not None:
+        if type(key) is str and self.marks is not None and not self.added:  # (the marks are the kept ids')
             crc = mark(key)
             found = bisect.bisect_left(self.marks, crc)
-            if (found == len(self.marks) or self.marks[found] != crc) and key not in self.added:
+            if found == len(self.marks) or self.marks[found] != crc:
                 return False
         if self._set is None:
             self._set = set(self._ids())
@@ -222,19 +222,19 @@ def column(values: Sequence[int]) -> array.array:
     return out
 
 
-MARK_BITS = (1 << 30) - 1  # of a CRC-32: a number CPython sorts as one digit (twice as fast as two)
+MARK_MASK = (1 << 30) - 1  # of a CRC-32: a number CPython sorts as one digit (twice as fast as two)
 
 
 def mark(key: str) -> int:
     """A text id's mark (``Keys.marks``): its CRC-32's low 30 bits."""
-    return zlib.crc32(key.encode("utf-8", "surrogatepass")) & MARK_BITS
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) & MARK_MASK
 
 
 def _marks(keys: Iterable) -> list[int]:
     """``mark`` of each text id among ``keys`` (a cold run's tens of thousands: no call of
     Python's each)."""
     crcs = map(zlib.crc32, map(_ENCODE, [key for key in keys if type(key) is str]))
-    return list(map(MARK_BITS.__and__, crcs))
+    return list(map(MARK_MASK.__and__, crcs))
 
 
 _ENCODE = operator.methodcaller("encode", "utf-8", "surrogatepass")

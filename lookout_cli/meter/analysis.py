@@ -444,14 +444,9 @@ class CompactionRow:
 
 def compactions(view: View) -> list[CompactionRow]:
     rows = []
-    older, recent = split_usages(view.usages)
-    lines = column(older.lines) if older is not None else array.array("q")
-    lines.extend([usage.record.lineno for usage in recent])
     # the first usage after a compaction, found by halving when the usages run in file order
-    # (they nearly always do: a long session compacts hundreds of times over 100k usages; the
-    # older ones' order is kept with them)
-    tail = lines[max(0, len(lines) - len(recent) - 1):].tolist()  # the last older one on
-    ordered = (older is None or older.older_in_order()) and _in_order(tail)
+    # (they nearly always do: a long session compacts hundreds of times over 100k usages)
+    lines, ordered = usage_lines(view.usages)
     for c in view.compactions:
         after, basis = c.after, ("recorded" if c.after is not None else None)
         line = c.record.lineno
@@ -649,7 +644,7 @@ class Series:
 
 def series(view: View, found: list[Response]) -> Series:
     older, recent = split_usages(view.usages)
-    lines = usage_lines(view.usages)
+    lines, ordered = usage_lines(view.usages)
     timestamps, prompts, outputs, first = [], [], [], 0
     if older is not None:  # by column
         uncached, write, read, output, _ = older.older_figures()
@@ -662,12 +657,12 @@ def series(view: View, found: list[Response]) -> Series:
     marks = sorted(c.record.lineno for c in view.compactions)
     after: list[int] = []
     # a compaction before a point lies after the previous point's line, up to its own
-    if marks and _in_order(lines):  # found by halving, a compaction at a time
+    if marks and ordered:  # found by halving, a compaction at a time
         after = sorted({bisect.bisect_left(lines, mark) for mark in marks if mark > 0} - {len(lines)})
     elif marks:  # the count of compactions up to a line (bisect_right) grows there
         upto = [bisect.bisect_right(marks, line) for line in (0, *lines)]
         after = [n for n in range(len(lines)) if upto[n + 1] > upto[n]]
-    return Series(lines, timestamps, prompts, outputs,
+    return Series(lines.tolist(), timestamps, prompts, outputs,
                   [n for n, usage in enumerate(recent, first) if id(usage) in inside], after)
 
 
@@ -675,11 +670,14 @@ def _in_order(lines: list[int]) -> bool:
     return lines == sorted(lines)  # (sorting what is in order is one pass, in C)
 
 
-def usage_lines(usages: Sequence[Usage]) -> list[int]:
-    """The line of each usage (the older ones' by column)."""
+def usage_lines(usages: Sequence[Usage]) -> tuple[array.array, bool]:
+    """The line of each usage (the older ones' copied from their column), and whether they
+    run in file order: the older ones' order is kept with them, the others' is looked at."""
     older, recent = split_usages(usages)
-    lines = older.lines.tolist() if older is not None else []
-    return lines + [usage.record.lineno for usage in recent]
+    lines = column(older.lines) if older is not None else array.array("q")
+    lines.extend([usage.record.lineno for usage in recent])
+    tail = lines[max(0, len(lines) - len(recent) - 1):].tolist()  # (from the last older one on)
+    return lines, (older is None or older.older_in_order()) and _in_order(tail)
 
 
 def measure(view: View, settings: Settings, counter=None, model_info=None, budget_info=None,
