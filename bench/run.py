@@ -54,10 +54,10 @@ PACKAGE_DIRS = _package_dirs()
 
 def empty_block_cache(folder: str) -> None:
     """Cold again: the block counts go; the tokenizer's rank tables, its split pattern's compiled
-    code and the parsed models file (kept there once per install, whatever the transcript) stay,
-    for lookout and the reference alike."""
+    code, the parsed models file and the dataclasses' compiled ``__init__`` (kept there once per
+    install, whatever the transcript) stay, for lookout and the reference alike."""
     for path in Path(folder).glob("*"):
-        if not path.name.startswith(("ranks-", "pattern-", "models-")):
+        if not path.name.startswith(("ranks-", "pattern-", "models-", "inits-")):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
@@ -251,7 +251,7 @@ class Suite:
     def installed(self) -> Path:
         """A cache folder holding what lookout and the reference write there on their first run
         on a machine (the tokenizer's rank tables, its split pattern's compiled code, the parsed
-        models file) and no block counts: a cold run is one whose transcript is new, not the
+        models file, the dataclasses' compiled ``__init__``) and no block counts: a cold run is one whose transcript is new, not the
         first of the install (which built them in a cold row's first pair, 0.5-0.9 s)."""
         folder = self.tmp / "installed"
         if not folder.exists():

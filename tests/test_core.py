@@ -237,10 +237,12 @@ READ_AS_ORJSON = [  # read by the standard library, as orjson reads them
     b'{"big":18446744073709551616,"neg":-9223372036854775809,"top":18446744073709551615,"low":-9223372036854775808}',
     b'[123456789012345678901234567890,-0,-0.0,1E2,1e-400,2.5e-05,0.1,1.7976931348623157e308]',
     b'{"id":"toolu_0000000000000000000a670a","n":1}', b'{"a":1,"a":2,"b":{"a":3}}', b'{"del":"\x7f"}',
-    b' \t{"ws":true}\r\n', "[1, 2.5, \"\u2028\"]",
+    b' \t{"ws":true}\r\n', "[1, 2.5, \"\u2028\"]", b'{"pair":"\\ud83d\\ude00"}', b'{"esc":"\\\\ud800"}',
+    b'{"code":"x = \\"\\\\uD800\\"","k\\ud83d\\ude00":[{"\\uDBFF\\uDFFF":1}]}',
 ]
 LEFT_TO_ORJSON = [  # what orjson refuses (it raises), or what is left to it to be sure
-    b'[1e400]', b'[-1e400]', b'{"lone":"\\ud800"}', b'{"pair":"\\ud83d\\ude00"}', b'{"esc":"\\\\ud800"}', b'NaN',
+    b'[1e400]', b'[-1e400]', b'{"lone":"\\ud800"}', b'NaN', b'[{"k":["\\ude00 low first"]}]',
+    b'{"\\ud83d\\u0041":0}', b'{"high":"\\uD83D"}',
     b'[Infinity]', b'\xef\xbb\xbf{}', b'{"bad":"\xed\xa0\x80"}', b'{"bad":"\xff"}', b'{"tab":"a\tb"}', b'{"trail":1} x',
     b'', b'{"open":', b'[' * 1020 + b']' * 1020, b'[' * 1030 + b']' * 1030, "{\"text\":\"caf\u00e9 \ud800\"}",
 ]

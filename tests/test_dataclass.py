@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import re
+import sys
+from pathlib import Path
 from typing import ClassVar  # noqa: F401 - the standard dataclass finds it by name in this module
 
 import orjson
 import pytest
+from conftest import run_lookout
 
 from lookout_cli.core.dataclass import dataclass
 
@@ -183,3 +187,82 @@ def test_the_standard_dataclass_builds_on_ours_and_ours_on_it():
         @dataclasses.dataclass
         class Thawed(Base):
             z: int = 0
+
+
+@pytest.fixture
+def fresh_kept(monkeypatch, tmp_path):
+    """The compiled ``__init__``s as a new process finds them: none read yet, none compiled."""
+    from lookout_cli.core import dataclass as made
+
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(made, "_kept", None)
+    monkeypatch.setattr(made, "_used", set())
+    monkeypatch.setattr(made, "_missed", [])
+    monkeypatch.setattr("atexit.register", lambda function: None)  # (this process's exit is not a run's)
+    return made
+
+
+def _point():
+    @dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: list = dataclasses.field(default_factory=list)
+
+        def __post_init__(self):
+            self.y.append(self.x)
+
+    return Point
+
+
+def test_a_compiled_init_is_kept_for_the_next_run_which_compiles_none(fresh_kept, monkeypatch, tmp_path):
+    """The ``__init__``s a run compiled are kept in the cache folder (``_keep``, at exit): the next
+    run (its state read anew) makes the same classes without compiling, and they work the same."""
+    assert _point()(1).y == [1] and len(fresh_kept._missed) == 1
+    fresh_kept._keep()
+    tag = f"{sys.implementation.cache_tag}-{sys.version_info.micro}"
+    assert [p.name for p in tmp_path.iterdir()] == [f"inits-{tag}.marshal"]
+    monkeypatch.setattr(fresh_kept, "_kept", None)
+    monkeypatch.setattr(fresh_kept, "_missed", [])
+    compiled = []
+    monkeypatch.setattr(fresh_kept, "compile", lambda *a: compiled.append(a) or compile(*a), raising=False)
+    point = _point()(2, [0])
+    assert point.y == [0, 2] and compiled == [] and not fresh_kept._missed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.x = 3
+
+    @dataclass
+    class Other:  # another body: compiled
+        a: int = 0
+
+    assert Other().a == 0 and len(compiled) == 1
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00garbage", "marshal of another value", "truncated"])
+def test_a_damaged_kept_file_only_costs_a_compile(fresh_kept, tmp_path, damage):
+    import marshal
+
+    assert _point()(1).y == [1]
+    fresh_kept._keep()
+    (kept,) = tmp_path.iterdir()
+    whole = kept.read_bytes()
+    kept.write_bytes(marshal.dumps({"def __init__(self): pass": 1}) if damage == "marshal of another value"
+                     else whole[:len(whole) // 2] if damage == "truncated" else damage)
+    fresh_kept._kept, fresh_kept._missed = None, []
+    assert _point()(4).y == [4] and len(fresh_kept._missed) == 1  # read as none, compiled again
+    fresh_kept._keep()
+    assert marshal.loads(kept.read_bytes()).keys() == marshal.loads(whole).keys()
+
+
+def test_a_measure_keeps_its_inits_and_the_next_compiles_none(tmp_path):
+    """The installed lookout, run twice on the same file in a new cache folder: the first writes
+    the kept file, the second finds every ``__init__`` it needs there and leaves it as it was."""
+    env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "cache"), "LOOKOUT_NOW": "2026-11-29T12:00:00Z"}
+    transcript = Path(__file__).parent / "data" / "measure" / "claude-small.jsonl"
+    first = run_lookout("measure", "--json", "--no-discover", "--no-cache", str(transcript), env=env)
+    assert first.returncode == 0, first.stderr
+    (kept,) = (tmp_path / "cache").glob("inits-*.marshal")
+    before = kept.stat()
+    again = run_lookout("measure", "--json", "--no-discover", "--no-cache", str(transcript), env=env)
+    assert again.returncode == 0 and again.stdout == first.stdout
+    after = kept.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

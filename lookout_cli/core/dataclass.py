@@ -18,6 +18,8 @@ ones' for these classes, without importing it."""
 
 from __future__ import annotations
 
+import marshal
+import os
 import reprlib
 import sys
 
@@ -307,11 +309,75 @@ def _init(cls: type, frozen: bool):
         body.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
-    exec(f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"]), env)  # noqa: S102
+    source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"])
+    exec(_compiled(source), env)  # noqa: S102
     init = env["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     return init
+
+
+KEEP_MAX = 1000  # compiled sources kept at most: past that, those of the last run only
+_kept: dict[str, Any] | None = None  # source -> code, as read from ``_kept_path`` (and added to)
+_kept_path = ""  # the file, named when first read (a test's cache folder may be another at exit)
+_used: set[str] = set()  # the sources this run asked for
+_missed: list[str] = []  # those it compiled
+
+
+def _compiled(source: str) -> Any:
+    """The code of ``source``, a generated ``__init__``: kept in the cache folder from one run to
+    the next (compiling the twenty or thirty a run makes was 3 ms of a prompt's measure),
+    compiled where it is not kept (a new class, another Python)."""
+    global _kept, _kept_path
+    if _kept is None:
+        from lookout_cli.core.paths import cache_folder
+
+        # (bytecode and marshal's format are the interpreter's: a file for each)
+        _kept_path = os.path.join(cache_folder(),
+                                  f"inits-{sys.implementation.cache_tag}-{sys.version_info.micro}.marshal")
+        _kept = _read_kept(_kept_path)
+    code = _kept.get(source)
+    if code is None:
+        code = _kept[source] = compile(source, "<dataclass>", "exec")
+        if not _missed:
+            import atexit
+
+            atexit.register(_keep)
+        _missed.append(source)
+    _used.add(source)
+    return code
+
+
+def _read_kept(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            kept = marshal.load(handle)
+    except (OSError, EOFError, ValueError, TypeError):  # none yet, or damaged: compiled again
+        return {}
+    code_type = type(_compiled.__code__)
+    if not isinstance(kept, dict) or not all(type(c) is code_type for c in kept.values()):
+        return {}
+    return kept
+
+
+def _keep() -> None:
+    """At exit, when this run compiled some: the kept and the new, for the next runs (best effort:
+    written to a temporary name, then renamed over the old one)."""
+    kept = _kept or {}
+    if len(kept) > KEEP_MAX:
+        kept = {source: kept[source] for source in _used}
+    folder, name = os.path.split(_kept_path)
+    temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")  # (fsutil sweeps a stale one)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(temp, "wb") as handle:
+            marshal.dump(kept, handle)
+        os.replace(temp, _kept_path)
+    except (OSError, ValueError):
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
 
 
 def _values(self, names: tuple[str, ...]) -> tuple:

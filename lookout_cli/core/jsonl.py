@@ -107,17 +107,37 @@ ORJSON = object()  # what ``read_as_orjson`` leaves to orjson
 
 def read_as_orjson(data: bytes | bytearray | memoryview | str) -> Any:
     """What orjson reads ``data`` as, read by the standard library where it reads the same:
-    UTF-8, with no ``\\ud...`` escape (orjson refuses a lone surrogate), no NaN, no number
-    past a double, an integer past 64 bits a float as orjson makes it; else ``ORJSON``."""
+    UTF-8, no lone surrogate (orjson refuses one), no NaN, no number past a double, an
+    integer past 64 bits a float as orjson makes it; else ``ORJSON``."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    if b"\\ud" in raw or b"\\uD" in raw:
-        return ORJSON
     # (an integer hook for every number costs: only where 19 digits may make one past 64 bits)
     decoder = _AS_ORJSON_LONG if _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO) else _AS_ORJSON
     try:
-        return decoder.decode(raw.decode("utf-8"))
+        value = decoder.decode(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # (UnicodeDecodeError too) orjson says what it is
         return ORJSON
+    if (b"\\ud" in raw or b"\\uD" in raw) and _holds_surrogate(value):
+        return ORJSON  # (a pair is one character either way; the text "\\ud800" is no escape)
+    return value
+
+
+def _holds_surrogate(value: Any) -> bool:
+    """Whether a string in ``value`` (a key too) holds a lone surrogate, which orjson refuses."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(item, dict):
+            stack += item
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return False
 
 
 def _orjson_int(text: str) -> int | float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from lookout_cli.core import hashing, paths
 from lookout_cli.core.errors import LookoutError
@@ -65,7 +64,8 @@ class TokenCache:
     def __init__(self, encoding: str, path: str | os.PathLike | None = None,
                  preload_limit: int = PRELOAD_LIMIT) -> None:
         self.encoding = encoding
-        self.path = Path(path) if path is not None else paths.cache_dir() / FILENAME
+        # (a name as text: pathlib is more to import on a prompt's path)
+        self.path = os.fspath(path) if path is not None else os.path.join(paths.cache_folder(), FILENAME)
         self._tag = _encoding_tag(encoding)
         self._known: dict[bytes, int] | None = None  # the table read whole, when small
         self._pending: dict[bytes, int] = {}
@@ -75,7 +75,7 @@ class TokenCache:
         self.error: str | None = None
         self._db: sqlite3.Connection | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode=WAL")
