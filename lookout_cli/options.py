@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from lookout_cli.core import forked, progress
+from lookout_cli.core import forked, hashing, progress
 from lookout_cli.config import Config
 from lookout_cli.core.errors import CheckFailed, LookoutError, PipeClosed
 from lookout_cli.core.fsutil import atomic_writer, sync_pending
@@ -454,7 +454,10 @@ class Run:
         settling, shown_at = _settling(early, lines)
         starts = index.starts
         if fd is not None:  # what is left to read: a cold read's megabytes are orjson's to parse
-            fast_json(os.fstat(fd).st_size - handle.tell())
+            left = os.fstat(fd).st_size - handle.tell()
+            fast_json(left)
+            if memo is not None:
+                hashing.expect(left)  # (the memo keeps a digest of every line read)
         try:
             while True:
                 if settling is not None:

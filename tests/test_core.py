@@ -578,3 +578,24 @@ def test_last_line_holding_finds_the_last_wanted_line_backwards(tmp_path, block)
         assert last_line_holding(fd, needle, data.index(lines[4]), len(data), wanted, block=block) is None
         assert last_line_holding(fd, needle, 0, data.index(lines[3]), wanted, block=block) == data.index(lines[1])
         assert last_line_holding(fd, b'"nothing"', 0, len(data), wanted, block=block) is None
+
+
+def test_a_run_told_it_will_hash_much_loads_openssl_at_once_and_digests_the_same():
+    """``hashing.expect``: told a few kilobytes are coming, a process keeps Python's own sha256
+    (a prompt's run loads no OpenSSL); told half a megabyte or more (a re-measure of a file that
+    grew that much digests every new line), it loads OpenSSL's before the first byte, whose
+    digests are the same."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from lookout_cli.core import hashing\n"
+        "hashing.expect(64 << 10)\n"
+        "few = hashing.sha256(b'line').hexdigest(), 'hashlib' in sys.modules\n"
+        "hashing.expect(hashing.EXPECTED_BYTES)\n"
+        "print(*few, 'hashlib' in sys.modules, hashing.sha256(b'line').hexdigest(), type(hashing.sha256()).__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    own, loaded_after_few, loaded_after_told, openssl, kind = done.stdout.split()
+    assert (loaded_after_few, loaded_after_told, kind) == ("False", "True", "_hashlib")
+    assert own == openssl == __import__("hashlib").sha256(b"line").hexdigest()

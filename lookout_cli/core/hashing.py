@@ -13,6 +13,8 @@ except ImportError:  # pragma: no cover - a Python without it
     from hashlib import sha256 as _own
 
 OWN_BYTES = 1 << 20  # hashed with Python's own before OpenSSL's is loaded
+EXPECTED_BYTES = 1 << 19  # told this much is coming (``expect``), OpenSSL's at once: its load
+# costs what Python's own takes to hash about 0.6 MB
 _hashed = 0
 _openssl = None
 
@@ -34,3 +36,13 @@ def sha256(data: bytes = b"", more: bytes = b""):
     if more:
         hasher.update(more)
     return hasher
+
+
+def expect(size: int) -> None:
+    """A run about to hash ``size`` bytes (lines it has yet to read): OpenSSL's from the first
+    byte when that is much (``EXPECTED_BYTES``)."""
+    global _openssl
+    if _openssl is None and size >= EXPECTED_BYTES:
+        import hashlib
+
+        _openssl = hashlib.sha256
