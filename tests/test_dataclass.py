@@ -262,6 +262,7 @@ def test_a_measure_keeps_its_inits_and_the_next_compiles_none(tmp_path):
     assert first.returncode == 0, first.stderr
     (kept,) = (tmp_path / "cache").glob("inits-*.marshal")
     before = kept.stat()
+    assert os.name != "posix" or before.st_mode & 0o777 == 0o600  # (the user's alone, as the other cache files)
     again = run_lookout("measure", "--json", "--no-discover", "--no-cache", str(transcript), env=env)
     assert again.returncode == 0 and again.stdout == first.stdout
     after = kept.stat()

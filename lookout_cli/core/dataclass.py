@@ -8,9 +8,10 @@ loads ``inspect`` (with ``ast``, ``dis`` and ``tokenize``): 46 M instructions, a
 re-measure. Ours is a real dataclass (``dataclasses.fields``, ``replace``, ``asdict`` and orjson
 read it as one: its ``__dataclass_fields__`` are the standard ``Field`` objects, made the first
 time something reads them) whose fields are read off the class body as written, whose
-``__init__`` is compiled from a few short lines the first time the class is called (most classes
-a run imports it never makes), and whose other methods are shared, read off the fields at call
-time (as a field's ``repr``, ``compare`` and ``hash`` say). The same options as the standard
+``__init__`` is made from a few short lines the first time the class is called (most classes
+a run imports it never makes; the code of each is compiled once and kept in the cache folder:
+``_compiled``), and whose other methods are shared, read off the fields at call time (as a
+field's ``repr``, ``compare`` and ``hash`` say). The same options as the standard
 one: ``frozen``, ``slots``, ``eq``, ``repr``; what a class body defines itself is kept. A field
 left out of ``__init__`` or keyword-only is refused: the ``__init__`` made here takes every
 field in order. ``field``, ``fields``, ``replace`` and ``is_dataclass`` here are the standard
@@ -370,8 +371,9 @@ def _keep() -> None:
     temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")  # (fsutil sweeps a stale one)
     try:
         os.makedirs(folder, exist_ok=True)
-        with open(temp, "wb") as handle:
-            marshal.dump(kept, handle)
+        # (as lookout's other cache files: new, its own, read by this user only)
+        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600), "wb") as out:
+            marshal.dump(kept, out)
         os.replace(temp, _kept_path)
     except (OSError, ValueError):
         try:
