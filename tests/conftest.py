@@ -16,9 +16,19 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def pytest_configure(config):
-    """Compile lookout's modules once, as pip does when it installs a wheel: an editable install
+    """A cache folder of the session's for what this process keeps there before a test's own
+    (``isolated_env``) is set: lookout's classes are made as the test modules import them, and
+    the compiled ``__init__`` they keep (``core/dataclass.py``) would otherwise go to the
+    user's; gone with the session (written at exit only where the folder still is).
+
+    Compile lookout's modules once, as pip does when it installs a wheel: an editable install
     under PYTHONDONTWRITEBYTECODE (set in some CI images) would otherwise compile every module
     in each of the suite's thousands of ``lookout`` processes (about 0.1 s each)."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="lookout-session-cache-")
+    os.environ["LOOKOUT_CACHE_DIR"] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     if hasattr(config, "workerinput"):  # xdist workers: the controller did it
         return
     import compileall

@@ -363,14 +363,14 @@ def _read_kept(path: str) -> dict[str, Any]:
 
 def _keep() -> None:
     """At exit, when this run compiled some: the kept and the new, for the next runs (best effort:
-    written to a temporary name, then renamed over the old one)."""
+    written to a temporary name, then renamed over the old one; not where the cache folder is
+    no more, or not yet: the run kept nothing else there)."""
     kept = _kept or {}
     if len(kept) > KEEP_MAX:
         kept = {source: kept[source] for source in _used}
     folder, name = os.path.split(_kept_path)
     temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")  # (fsutil sweeps a stale one)
     try:
-        os.makedirs(folder, exist_ok=True)
         # (as lookout's other cache files: new, its own, read by this user only)
         with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600), "wb") as out:
             marshal.dump(kept, out)
