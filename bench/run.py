@@ -251,8 +251,9 @@ class Suite:
     def installed(self) -> Path:
         """A cache folder holding what lookout and the reference write there on their first run
         on a machine (the tokenizer's rank tables, its split pattern's compiled code, the parsed
-        models file, the dataclasses' compiled ``__init__``) and no block counts: a cold run is one whose transcript is new, not the
-        first of the install (which built them in a cold row's first pair, 0.5-0.9 s)."""
+        models file, the dataclasses' compiled ``__init__``) and no block counts: a cold run is
+        one whose transcript is new, not the first of the install (which built them in a cold
+        row's first pair, 0.5-0.9 s)."""
         folder = self.tmp / "installed"
         if not folder.exists():
             env = {**self.env, "LOOKOUT_CACHE_DIR": str(folder)}

@@ -256,14 +256,15 @@ def test_a_damaged_kept_file_only_costs_a_compile(fresh_kept, tmp_path, damage):
 def test_a_measure_keeps_its_inits_and_the_next_compiles_none(tmp_path):
     """The installed lookout, run twice on the same file in a new cache folder: the first writes
     the kept file, the second finds every ``__init__`` it needs there and leaves it as it was."""
-    env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "cache"), "LOOKOUT_NOW": "2026-11-29T12:00:00Z"}
-    transcript = Path(__file__).parent / "data" / "measure" / "claude-small.jsonl"
-    first = run_lookout("measure", "--json", "--no-discover", "--no-cache", str(transcript), env=env)
+    env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["measure", "--json", "--no-discover", "--no-cache", "--now", "2026-11-29T12:00:00Z",
+            str(Path(__file__).parent / "data" / "measure" / "claude-small.jsonl")]
+    first = run_lookout(*args, env=env)
     assert first.returncode == 0, first.stderr
     (kept,) = (tmp_path / "cache").glob("inits-*.marshal")
     before = kept.stat()
     assert os.name != "posix" or before.st_mode & 0o777 == 0o600  # (the user's alone, as the other cache files)
-    again = run_lookout("measure", "--json", "--no-discover", "--no-cache", str(transcript), env=env)
+    again = run_lookout(*args, env=env)
     assert again.returncode == 0 and again.stdout == first.stdout
     after = kept.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
