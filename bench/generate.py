@@ -13,7 +13,8 @@ writing sidechain lines into the file, an image now and then, and compactions wh
 Code makes them: when the prompt passes the model's summary point (``SUMMARY_POINT``), a
 ``compact_boundary`` and its summary start a new segment, as ``/compact`` or the automatic
 one writes them (formats.md §1.8; a long session is many segments, and only the last is in
-the context). ``generated``, the first shape
+the context); its Codex rollouts compact where Codex does (90% of the window: a ``compacted``
+record with the summary, formats.md §2.6). ``generated``, the first shape
 (and ``generate()``'s default, which the tests were written against), has long tool outputs
 (5 KB lines on average), many progress lines and no subagents.
 
@@ -45,12 +46,23 @@ FORMATS = ("claude-code", "codex", "openai", "anthropic")
 MB = 1_000_000
 SEED = 20261129
 # what a file made from a seed holds: a file the runner made with another version is made again
-VERSION = 2  # 2: the real shape compacts
+VERSION = 3  # 2: the real shape compacts; 3: its Codex rollouts too
 # where Claude Code compacts a Sonnet 4.5 conversation on its own (a 200k window, less its
 # buffer; lookout's catalogue says the same), and what the context holds just after: the
 # setup and the summary
 SUMMARY_POINT = 167_000
 AFTER_COMPACTION = 15_000
+# where Codex compacts on its own: 90% of the model's window (research/compaction.md), then
+# the setup, the recent prompts (up to about 20k tokens) and the summary (formats.md §2.6)
+CODEX_WINDOW = 272_000
+CODEX_COMPACT_AT = CODEX_WINDOW * 9 // 10
+CODEX_SETUP = 12_000
+CODEX_KEPT_PROMPTS = 20_000
+CODEX_SUMMARY_PREFIX = ("Another language model started to solve this problem and produced a summary of its "
+                        "thinking process. You also have access to the state of the tools that were used by that "
+                        "language model. Use this to build on the work that has already been done and avoid "
+                        "duplicating work. Here is the summary produced by the other language model, use the "
+                        "information in this summary to assist with your own analysis:")
 
 
 # --- the corpus: text the repository owns ------------------------------------------------
@@ -455,13 +467,15 @@ class ClaudeWriter:
 
 
 class CodexWriter:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, shape: str = "real"):
         self.r = rng
+        self.shape = shape
         self.t = 1_760_000_000.0
         self.total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0,
                       "reasoning_output_tokens": 0, "total_tokens": 0}
-        self.context = 12_000
+        self.context = CODEX_SETUP
         self.started = False
+        self.prompts: list[str] = []  # the window's prompts, for its summary
 
     def _ts(self) -> str:
         import datetime as dt
@@ -470,6 +484,22 @@ class CodexWriter:
 
     def _rec(self, kind: str, payload: dict) -> bytes:
         return _dumps({"timestamp": self._ts(), "type": kind, "payload": payload})
+
+    def _turn_context(self) -> bytes:
+        return self._rec("turn_context", {"cwd": "/w/app", "approval_policy": "never",
+                                          "sandbox_policy": {"mode": "danger-full-access"},
+                                          "model": "gpt-5.1-codex", "effort": "high", "summary": "auto"})
+
+    def compaction(self) -> bytes:
+        """What Codex appends when it compacts on its own (formats.md §2.6, inline): the summary
+        in a ``compacted`` record, a ``turn_context``, a ``context_compacted`` event. What the
+        model sees then: the setup, the window's recent prompts and the summary."""
+        message = CODEX_SUMMARY_PREFIX + "\n" + "\n\n".join(p[:600] for p in self.prompts[-12:])
+        kept = min(CODEX_KEPT_PROMPTS, sum(len(p) // 3 for p in self.prompts))
+        self.prompts = []
+        self.context = CODEX_SETUP + kept + len(message) // 3
+        return (self._rec("compacted", {"message": message}) + self._turn_context()
+                + self._rec("event_msg", {"type": "context_compacted"}))
 
     def event(self, ev) -> bytes:
         out = b""
@@ -482,15 +512,16 @@ class CodexWriter:
         kind = ev[0]
         if kind == "progress":
             return out
+        if self.shape == "real" and self.context >= CODEX_COMPACT_AT:  # before the request that would pass it
+            out += self.compaction()
         if kind == "prompt":
             _, text, image = ev
             content = [{"type": "input_text", "text": text}]
             if image:
                 content.append({"type": "input_image", "image_url": "data:image/png;base64," + image[2]})
             self.context += len(text) // 3
-            out += self._rec("turn_context", {"cwd": "/w/app", "approval_policy": "never",
-                                              "sandbox_policy": {"mode": "danger-full-access"},
-                                              "model": "gpt-5.1-codex", "effort": "high", "summary": "auto"})
+            self.prompts.append(text)
+            out += self._turn_context()
             out += self._rec("response_item", {"type": "message", "role": "user", "content": content})
             out += self._rec("event_msg", {"type": "user_message", "message": text, "images": []})
             return out
@@ -581,7 +612,7 @@ def writer_for(fmt: str, rng: random.Random, shape: str = "real"):
     if fmt == "claude-code":
         return ClaudeWriter(rng, shape)
     if fmt == "codex":
-        return CodexWriter(rng)
+        return CodexWriter(rng, shape)
     if fmt in ("openai", "anthropic"):
         return MessageListWriter(rng, fmt)
     raise SystemExit(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")

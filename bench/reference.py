@@ -12,8 +12,10 @@ is its name followed by its compact JSON input; a tool result's text parts are j
 newline; base64 images are never tokenized), so exact counts can be compared. It does not
 build a chain or deduplicate split lines (the generated transcripts need neither); it skips
 a Claude Code line marked ``isSidechain`` (a subagent's, which the real shape has), and
-counts only the texts after the last ``compact_boundary`` (what the model sees: a compacted
-session's earlier segments are parsed, and their texts let go at the next boundary). It
+counts only the texts after the last ``compact_boundary`` or Codex ``compacted`` record, the
+latter's summary with them (what the model sees: a compacted session's earlier segments are
+parsed, and their texts let go at the next boundary; the prompts Codex carries over a
+compaction are not counted). It
 imports nothing from lookout except the shipped rank files, loaded the way lookout must load
 them (no network).
 
@@ -60,6 +62,12 @@ def texts(obj) -> list[str]:
         if obj.get("isSidechain") is True:  # a subagent's lines: not in the main context
             return out
         content = obj["message"].get("content")
+    elif kind == "compacted":  # codex: what the model sees starts again, with the summary
+        p = obj.get("payload") or {}
+        out = [p["message"]] if isinstance(p.get("message"), str) and p["message"] else []
+        for item in p.get("replacement_history") or ():
+            out += texts({"type": "response_item", "payload": item})
+        return out
     elif kind == "response_item":  # codex
         p = obj.get("payload") or {}
         pt = p.get("type")
@@ -99,9 +107,10 @@ def texts(obj) -> list[str]:
 
 
 def is_boundary(obj) -> bool:
-    """A Claude Code compaction of the main conversation: what the model sees starts after it."""
-    return (isinstance(obj, dict) and obj.get("subtype") == "compact_boundary" and obj.get("type") == "system"
-            and obj.get("isSidechain") is not True)
+    """A Claude Code compaction of the main conversation, or a Codex one: what the model sees
+    starts there."""
+    return isinstance(obj, dict) and (obj.get("type") == "compacted" and isinstance(obj.get("payload"), dict) or (
+        obj.get("subtype") == "compact_boundary" and obj.get("type") == "system" and obj.get("isSidechain") is not True))
 
 
 def last_boundary(stream) -> int | None:
@@ -119,18 +128,21 @@ def last_boundary(stream) -> int | None:
         view = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, AttributeError):
         return None
+    found = -1
     with view:
-        end = size
-        while (at := view.rfind(b'"compact_boundary"', 0, end)) >= 0:
-            start = view.rfind(b"\n", 0, at) + 1
-            stop = view.find(b"\n", at)
-            try:
-                if is_boundary(orjson.loads(view[start:stop if stop >= 0 else size])):
-                    return start
-            except orjson.JSONDecodeError:
-                pass
-            end = start
-    return -1
+        for needle in (b'"compact_boundary"', b'"compacted"'):
+            end = size
+            while (at := view.rfind(needle, found + 1, end)) >= 0:
+                start = view.rfind(b"\n", 0, at) + 1
+                stop = view.find(b"\n", at)
+                try:
+                    if is_boundary(orjson.loads(view[start:stop if stop >= 0 else size])):
+                        found = start
+                        break
+                except orjson.JSONDecodeError:
+                    pass
+                end = start
+    return found
 
 
 def visible_texts(stream, each: Callable[[list[str]], None]) -> tuple[int, bool]:
@@ -151,11 +163,11 @@ def visible_texts(stream, each: Callable[[list[str]], None]) -> tuple[int, bool]
         except orjson.JSONDecodeError:
             continue
         if start is not None:
-            if at > start:
+            if at >= start:  # (a Claude Code boundary has no text; a Codex one its summary)
                 each(texts(obj))
             compacted = compacted or at == start
         elif is_boundary(obj):
-            shown, compacted = [], True
+            shown, compacted = texts(obj), True
         else:
             shown += texts(obj)
     each(shown)

@@ -415,7 +415,8 @@ class Suite:
         if self.want("B12f") and not self.quick:  # the other formats' lean reading, by size
             rss_by = {}
             for fmt in ("codex", "openai", "anthropic"):
-                for s in (self.mid, big):
+                # (a long rollout compacts where Codex does; a message list never does: all of it in context)
+                for s in (self.mid, big) + ((self.huge,) if self.huge and fmt == "codex" else ()):
                     rss_by[f"{fmt} {s:g} MB"] = timed_pair(
                         [*LOOKOUT, "measure", "-q", "--no-discover", "--estimate"], None, self.file(fmt, s),
                         self.cold_env(), 1).rss

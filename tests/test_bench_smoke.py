@@ -16,7 +16,15 @@ from claude_code_helpers import compacted_session
 from conftest import REPO, run_lookout
 
 sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
-from bench.generate import FORMATS, SUMMARY_POINT, Corpus, generate, shape_of  # noqa: E402
+from bench.generate import (  # noqa: E402
+    CODEX_COMPACT_AT,
+    CODEX_WINDOW,
+    FORMATS,
+    SUMMARY_POINT,
+    Corpus,
+    generate,
+    shape_of,
+)
 from bench.reference import texts as texts_of  # noqa: E402
 
 
@@ -104,6 +112,40 @@ def test_the_real_shape_compacts_where_claude_code_does(tmp_path, corpus, monkey
     with open(grow, "ab") as fh:
         fh.write(data[cut:])
     assert _reference(grow, "tail")["tokens"] == ref["tokens"]
+
+
+def test_the_real_shapes_codex_rollout_compacts_where_codex_does(tmp_path, corpus, monkeypatch):
+    """A long Codex rollout compacts on its own once its context passes 90% of the window
+    (formats.md §2.6, inline): a ``compacted`` record holding the summary, a ``turn_context``,
+    a ``context_compacted`` event; its context never reaches the window. lookout's report has
+    a compaction row for each, and the reference counts what follows the last one, its summary
+    included, from a file or a pipe alike."""
+    monkeypatch.setenv("LOOKOUT_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "codex.jsonl"
+    generate(f, "codex", 3, corpus=corpus, shape="real")
+    lines = [json.loads(line) for line in f.read_bytes().splitlines()]
+    at = [n for n, o in enumerate(lines) if o["type"] == "compacted"]
+    counts = [(n, o["payload"]["info"]) for n, o in enumerate(lines)
+              if o["type"] == "event_msg" and o["payload"]["type"] == "token_count"]
+    assert at and all(info["model_context_window"] == CODEX_WINDOW for _, info in counts)
+    assert max(info["last_token_usage"]["input_tokens"] for _, info in counts) < CODEX_WINDOW
+    for n in at:
+        before = [info for m, info in counts if m < n][-1]["last_token_usage"]["input_tokens"]
+        assert before >= 0.9 * CODEX_COMPACT_AT  # (the turn after that count passed the point)
+        assert lines[n]["payload"]["message"].startswith("Another language model started to solve this problem")
+        assert (lines[n + 1]["type"], lines[n + 2]["payload"]["type"]) == ("turn_context", "context_compacted")
+    r = run_lookout("measure", "--json", "--no-discover", str(f))
+    assert r.returncode == 0, r.stderr.decode()
+    assert len(json.loads(r.stdout)["compactions"]) == len(at)
+    ref = _reference(f)
+    assert ref["compacted"] is True
+    assert ref["blocks"] == sum(1 for o in lines[at[-1]:] for t in texts_of(o) if t)
+    piped = subprocess.run([sys.executable, "-m", "bench.reference", "measure"], input=f.read_bytes(),
+                           capture_output=True, check=True, cwd=REPO)
+    assert json.loads(piped.stdout)["tokens"] == ref["tokens"]
+    # the first shape's rollouts (``generate``'s default) compact nowhere, as before
+    generate(tmp_path / "first.jsonl", "codex", 3, corpus=corpus)
+    assert b'"compacted"' not in (tmp_path / "first.jsonl").read_bytes()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
