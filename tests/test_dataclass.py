@@ -237,6 +237,19 @@ def test_a_compiled_init_is_kept_for_the_next_run_which_compiles_none(fresh_kept
     assert Other().a == 0 and len(compiled) == 1
 
 
+@pytest.mark.skipif(os.name != "posix", reason="file modes")
+def test_kept_code_others_may_write_is_not_run(fresh_kept, tmp_path):
+    """The kept ``__init__`` are code this process runs: a file that another user may write (a
+    cache folder shared with others) is not read, the code compiled again."""
+    assert _point()(1).y == [1]
+    fresh_kept._keep()
+    (kept,) = tmp_path.iterdir()
+    for mode, read in ((0o600, True), (0o644, True), (0o620, False), (0o666, False)):
+        kept.chmod(mode)
+        fresh_kept._kept, fresh_kept._missed = None, []
+        assert _point()(2).y == [2] and len(fresh_kept._missed) == (not read), oct(mode)
+
+
 @pytest.mark.parametrize("damage", [b"", b"\x00garbage", "marshal of another value", "truncated"])
 def test_a_damaged_kept_file_only_costs_a_compile(fresh_kept, tmp_path, damage):
     import marshal

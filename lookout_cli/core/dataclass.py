@@ -350,8 +350,13 @@ def _compiled(source: str) -> Any:
 
 
 def _read_kept(path: str) -> dict[str, Any]:
+    """The kept code, when the file is this user's and no one else may write it (it is code this
+    process runs: a cache folder others can write to gives them none of it)."""
     try:
         with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if st.st_mode & 0o022 or hasattr(os, "getuid") and st.st_uid != os.getuid():
+                return {}
             kept = marshal.load(handle)
     except (OSError, EOFError, ValueError, TypeError):  # none yet, or damaged: compiled again
         return {}
