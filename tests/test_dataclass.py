@@ -8,12 +8,11 @@ import dataclasses
 import os
 import re
 import sys
-from pathlib import Path
 from typing import ClassVar  # noqa: F401 - the standard dataclass finds it by name in this module
 
 import orjson
 import pytest
-from conftest import run_lookout
+from conftest import DATA, real_transcripts, run_lookout
 
 from lookout_cli.core.dataclass import dataclass
 
@@ -266,18 +265,28 @@ def test_a_damaged_kept_file_only_costs_a_compile(fresh_kept, tmp_path, damage):
     assert marshal.loads(kept.read_bytes()).keys() == marshal.loads(whole).keys()
 
 
-def test_a_measure_keeps_its_inits_and_the_next_compiles_none(tmp_path):
-    """The installed lookout, run twice on the same file in a new cache folder: the first writes
-    the kept file, the second finds every ``__init__`` it needs there and leaves it as it was."""
-    env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "cache")}
-    args = ["measure", "--json", "--no-discover", "--no-cache", "--now", "2026-11-29T12:00:00Z",
-            str(Path(__file__).parent / "data" / "measure" / "claude-small.jsonl")]
-    first = run_lookout(*args, env=env)
-    assert first.returncode == 0, first.stderr
+@pytest.mark.parametrize("path", [DATA / "measure" / "claude-small.jsonl", *real_transcripts()],
+                         ids=lambda p: p.name[:40])
+def test_a_measure_keeps_its_inits_and_the_next_compiles_none(tmp_path, rank_tables, path):
+    """The installed lookout, run twice on the same transcript (the real ones, every format) in
+    a new cache folder: the first writes the kept file, the second finds every ``__init__`` it
+    needs there, leaves the file as it was and reports the same; a run without the file (another
+    new folder) reports the same too."""
+    def run(folder):
+        folder.mkdir(exist_ok=True)
+        for table in rank_tables:  # (the install's tables, as every test's cache folder has them)
+            if not (folder / table.name).exists():
+                os.link(table, folder / table.name)
+        done = run_lookout("measure", "--json", "--no-discover", "--no-cache", "--now", "2026-11-29T12:00:00Z",
+                           str(path), env={**os.environ, "LOOKOUT_CACHE_DIR": str(folder)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    first = run(tmp_path / "cache")
     (kept,) = (tmp_path / "cache").glob("inits-*.marshal")
     before = kept.stat()
     assert os.name != "posix" or before.st_mode & 0o777 == 0o600  # (the user's alone, as the other cache files)
-    again = run_lookout(*args, env=env)
-    assert again.returncode == 0 and again.stdout == first.stdout
+    assert run(tmp_path / "cache") == first
     after = kept.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert run(tmp_path / "other") == first

@@ -355,8 +355,8 @@ def _read_kept(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
-            if st.st_mode & 0o022 or hasattr(os, "getuid") and st.st_uid != os.getuid():
-                return {}
+            if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+                return {}  # (where files have owners: elsewhere the mode says nothing of others)
             kept = marshal.load(handle)
     except (OSError, EOFError, ValueError, TypeError):  # none yet, or damaged: compiled again
         return {}

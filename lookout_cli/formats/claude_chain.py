@@ -457,11 +457,8 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
         objs = [None] * at
         objs += [r.node if r.node is not None else r.data for r in records[at:]]
 
-    def blank() -> list | _Sparse:  # a value a line, by position
+    def blank() -> list | _Sparse:  # a value a line, by position (flags: ``bytearray(size)``, few pages)
         return _Sparse() if sparse else [None] * size
-
-    def flags() -> bytearray:  # a byte a line (few pages however long the file)
-        return bytearray(size)
 
     kinds, lines, side = _chain_keys(objs, at, blank)
     sidechain = not any(kinds[i] in CONVERSATION_TYPES and not s for i, s in zip(lines, side))
@@ -516,7 +513,7 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
             live_parents[i] = parent
 
     leaf, offered = _find_leaf(objs, kinds, lines, [i for i in members if i not in pruned],
-                               live_parents.__getitem__, flags())
+                               live_parents.__getitem__, bytearray(size))
     if leaf is None:
         return None if settled is not None else chain
     if settled is not None and settled.latest is not None:
@@ -528,7 +525,7 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
     def walk(start: int, live: bool) -> tuple[list[int], int | None]:
         """Walk back from ``start``; return the path (chain order) and the boundary it hit."""
         path: list[int] = []
-        seen = flags()
+        seen = bytearray(size)
         pos: int | None = start
         parent_of = (live_parents if live else parents).__getitem__
         while pos is not None and not seen[pos]:
