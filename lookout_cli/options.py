@@ -528,7 +528,7 @@ class Run:
         apart, half = None, end
         begin = lines.spans.starts[-1]
         read = settling.reader(end - begin)  # (before the fork: what it loads, the child has)
-        if jobs > 1 and end - begin >= APART_BYTES and forked.available():
+        if jobs > 1 and end - begin >= APART_BYTES and hasattr(settling, "join") and forked.available():
             # this process also counts the last segment while the other reads (``EarlyItems.work``):
             # it reads that much less, so that the two end together
             share = max(0.2, (end - begin - COUNT_WEIGHT * early.idle_bytes()) / (2 * (end - begin)))

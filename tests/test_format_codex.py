@@ -638,3 +638,147 @@ def test_a_wrapped_output_reads_the_same_through_orjson_and_the_standard_library
         assert parse_wrapped(text, exact=False) == parse_wrapped(text) or "NaN" in text, text
     nan = parse_wrapped(wrappers[3], exact=False)
     assert nan is not None and nan["output"] == "x"  # NaN != NaN: compared by its text
+
+
+# --- a long rollout read lean: the lines before its last compaction settled ---------------------
+
+
+def _line(ts: int, kind: str, payload: dict) -> bytes:
+    return json.dumps({"timestamp": f"2025-12-01T10:{ts // 60:02d}:{ts % 60:02d}.000Z", "type": kind,
+                       "payload": payload}, separators=(",", ":")).encode() + b"\n"
+
+
+def _user(text: str, *parts: dict) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}, *parts]}
+
+
+def _tokens(total: int, prompt: int, window: int | None = 258400) -> dict:
+    last = {"input_tokens": prompt, "cached_input_tokens": prompt // 2, "output_tokens": 40, "total_tokens": prompt + 40}
+    info = {"total_token_usage": {**last, "total_tokens": total}, "last_token_usage": last}
+    if window:
+        info["model_context_window"] = window
+    return {"type": "token_count", "info": info}
+
+
+IMAGE_URL = f"data:image/png;base64,{PNG1}"
+
+
+def _compacted_twice(history: bool) -> bytes:
+    """The compacted fixture (a local compaction, then one with a replacement history) and
+    more: an image with its UI event, a developer message, a rolled-back turn, Codex's token
+    counts written twice and once without a window, then a last compaction, local or (with
+    ``history``) one whose history holds the image message, and a turn after it."""
+    image_message = _user("Look at this", {"type": "input_image", "image_url": IMAGE_URL})
+    steps = [  # (a load reads its first lines before it knows the format: many more come after)
+        line for n in range(60) for line in (
+            _line(1, "response_item", {"type": "function_call", "name": "shell", "call_id": f"s{n}",
+                                       "arguments": json.dumps({"command": ["ls", str(n)]})}),
+            _line(1, "response_item", {"type": "function_call_output", "call_id": f"s{n}", "output": "ok " * n}),
+            _line(1, "event_msg", _tokens(20000 + n, 8000 + n)),
+            _line(1, "event_msg", _tokens(20000 + n, 8000 + n)))]
+    more = [
+        *steps,
+        _line(1, "response_item", image_message),
+        _line(1, "event_msg", {"type": "user_message", "message": "Look at this", "images": [IMAGE_URL]}),
+        _line(2, "response_item", {"type": "message", "role": "developer",
+                                   "content": [{"type": "input_text", "text": "Be brief."}]}),
+        _line(3, "response_item", _user("Fourth task: " + "words " * 400)),
+        _line(4, "event_msg", _tokens(30000, 9000)),
+        _line(4, "event_msg", _tokens(30000, 9000)),
+        _line(5, "response_item", _user("A turn undone")),
+        _line(6, "event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
+        _line(7, "response_item", _user("Fifth task")),
+        _line(8, "event_msg", _tokens(42000, 12000, window=None)),
+        _line(9, "turn_context", {"cwd": "/w/lib", "model": "gpt-5.3-codex"}),
+        # counts read otherwise: the same event with its keys in another order (a duplicate),
+        # a count that is a fraction, a field Codex does not write, text that is not ASCII
+        _line(9, "event_msg", _tokens(43000, 12500)),
+        _line(9, "event_msg", {"info": dict(reversed(_tokens(43000, 12500)["info"].items())), "type": "token_count"}),
+        _line(9, "event_msg", {"type": "token_count", "info": {**_tokens(44000, 13000)["info"], "last_token_usage": {
+            "input_tokens": 13000.0, "output_tokens": 7}}}),
+        _line(9, "event_msg", {"type": "token_count", "info": {"total_token_usage": {"total_tokens": 45000},
+                                                               "last_token_usage": {"input_tokens": 700, "extra": 1}}}),
+        _line(9, "response_item", {"type": "function_call_output", "call_id": "c9", "output": "naïve café ✓"}),
+        _line(9, "response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": "Done."}]}),
+        _line(9, "event_msg", {"type": "user_message", "message": "Fifth task", "images": []}),
+        _line(9, "event_msg", _tokens(46000, 14000)),
+    ]
+    if history:
+        last = {"message": "", "replacement_history": [image_message, _user(SUMMARY_PREFIX + "\nall done")]}
+    else:
+        last = {"message": SUMMARY_PREFIX + "\nLogging, tests and docs are done; the fifth task is next."}
+    more += [
+        _line(10, "compacted", last),
+        _line(10, "event_msg", {"type": "context_compacted"}),
+        _line(10, "event_msg", _tokens(46000, 14000)),  # (the one before the compaction again)
+        _line(11, "event_msg", _tokens(50000, 6000)),
+        _line(12, "response_item", {"type": "message", "role": "assistant",
+                                    "content": [{"type": "output_text", "text": "On it."}]}),
+        _line(13, "response_item", _user("Sixth task")),
+    ]
+    return read_bytes(COMPACTED).rstrip(b"\n") + b"\n" + b"".join(more)
+
+
+def _facts(view) -> tuple:
+    """What a view shows and counts, by line numbers (not by record objects)."""
+    items = [(i.record.lineno, i.kind, i.role, i.text, i.path, i.message, i.turn, i.prompt, i.opaque,
+              sorted((k, [e.lineno for e in v] if k == "events" else v) for k, v in i.extra.items()))
+             for i in view.items]
+    usages = [(u.record.lineno, u.input, u.cache_write, u.cache_read, u.output, u.model, u.timestamp)
+              for u in view.usages]
+    compactions = [(c.record.lineno, c.before, c.after, c.timestamp) for c in view.compactions]
+    return (items, usages, compactions, view.model, view.session_id, view.cwd, view.last_timestamp,
+            [u.context_window for u in view.usages[-2:]])
+
+
+def _lean(path):
+    from lookout_cli.options import Run
+
+    return Run("measure", file=str(path), isolated=True).load(lean=True)
+
+
+@pytest.mark.parametrize("fields", [False, True], ids=["parsed", "decoded"])
+@pytest.mark.parametrize("history", [False, True], ids=["local", "with-history"])
+def test_a_lean_read_settles_the_lines_before_the_last_compaction_and_views_as_every_line_does(tmp_path, history,
+                                                                                             fields, monkeypatch):
+    """A lean load reads the lines before a rollout's last compaction into what they give the
+    view (usages by column, the compactions, the model, the setup and the user messages a
+    local compaction carries, the images' UI events), and the view built from that and the
+    lines after is the one every line gives: each line parsed, or (a long read) the lines that
+    give it little decoded for that alone (``codex_fields``)."""
+    from lookout_cli.formats import codex_scan
+
+    if fields:
+        monkeypatch.setattr(codex_scan, "FIELDS_BYTES", 0)
+    data = _compacted_twice(history)
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(data)
+    lean = _lean(path)
+    last = data.count(b"\n") - 5  # the last compaction's line
+    assert lean.settled is not None and lean.settled.at == last - 1
+    whole = codex(data).view()
+    assert _facts(lean.view()) == _facts(whole)
+    assert [c.record.lineno for c in whole.compactions] == [11, 17, last]
+    if history:  # the image in the history is known with its UI event, before the compaction
+        image = by_line(whole, last, IMAGE)
+        assert [e.lineno for e in image.extra["events"]] == [265]
+    else:  # the local compaction carries the setup and the recent real user messages
+        carried = [i.text[:12] for i in whole.items if i.extra.get("rebuilt") and i.kind == TEXT]
+        assert carried == ["Third task: ", "Thanks", "Look at this", "Fourth task:", "Fifth task"]
+    assert lean.view().usages[-1].context_window == 258400
+
+
+def test_an_edit_to_a_message_a_local_compaction_carried_is_seen_by_the_lean_view(tmp_path):
+    """What a local compaction carries depends on the messages' texts: once one of them is
+    edited, the view is built from every line again, as a whole read builds it."""
+    data = _compacted_twice(history=False)
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(data)
+    lean, whole = _lean(path), codex(data)
+    for t in (lean, whole):
+        fourth = next(i for i in t.view().items if i.text.startswith("Fourth task"))
+        t.adapter.replace_content(t, fourth, "[lookout: cleared]")
+    assert _facts(lean.view()) == _facts(whole.view())
+    assert any(i.text == "[lookout: cleared]" for i in lean.view().items)
+    assert dump(lean) == dump(whole)

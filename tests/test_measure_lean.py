@@ -189,6 +189,24 @@ def test_a_compacted_session_counts_only_what_follows_its_last_boundary(generate
     assert 0 < sum(counted) <= in_view
 
 
+def test_a_long_codex_rollout_keeps_no_record_of_the_lines_before_its_last_compaction(tmp_path):
+    """A real-shaped rollout compacts where Codex does (every couple of megabytes): a lean load
+    reads the lines before its last compaction into what they give the view, with no record
+    made for each (a 500 MB rollout has 600,000 lines), and the figures are those of the whole
+    view."""
+    path = tmp_path / "rollout.jsonl"
+    generate(path, "codex", 5, shape="real")
+    lines = path.read_bytes().splitlines()
+    last = max(n for n, line in enumerate(lines) if b'"type":"compacted"' in line)
+    assert last > len(lines) / 2
+    whole, _, _ = figures(path, lean=False)
+    lean, transcript, _ = figures(path, lean=True)
+    assert lean == whole
+    assert transcript.settled.at == last and transcript.lines.head == last
+    # made: the lines a reader of the format looked at first, the compactions, what the last carries
+    assert sum(1 for record in transcript.made() if record.lineno <= last) < last / 10
+
+
 def test_a_view_whose_model_counts_otherwise_reads_its_lines_again(tmp_path):
     """Items counted as read use the encoding of the model known then (none: the default); a
     transcript whose model counts in another encoding has its lines read again, not its counts

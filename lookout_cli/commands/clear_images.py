@@ -60,7 +60,7 @@ def clear_images(run: Run, budget_text: str | None, provider: str | None, keep_r
     """
     transcript = run.load()
     report: dict = {"command": "clear-images", "format": transcript.format, "cleared": [], "repaired": []}
-    if transcript.adapter is None or not transcript.records:
+    if transcript.adapter is None or not transcript.lines:
         run.finish(transcript, report)
         return
     view = transcript.view()

@@ -329,7 +329,7 @@ class _Idle:
         if s.mode == "off":
             self.say("prepare-idle: off (idle.mode = off): the chat passes through as it is")
             return
-        if transcript.adapter is None or not transcript.records:
+        if transcript.adapter is None or not transcript.lines:
             self.say("prepare-idle: nothing to plan (no transcript in a known format)")
             return
         view = transcript.view()

@@ -685,6 +685,36 @@ def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYT
         yield lineno + 1, raw
 
 
+def value_reader(add: Callable[[dict | None], None]) -> Callable[[bytes], bool]:
+    """A function of a line's bytes for an ``Adapter.settling`` reader: they are parsed by
+    orjson and handed to ``add`` (the value when a JSON object, else None); False when they are
+    no JSON value (or a null), of which the caller keeps a record."""
+    import orjson  # (a cold read: ``loads`` would not pay for it yet)
+
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+
+    def by_value(raw: bytes) -> bool:
+        try:
+            value = loads(raw)
+        except decode_error:
+            return False
+        if value is None:
+            return False
+        add(value if type(value) is dict else None)
+        return True
+
+    return by_value
+
+
+def valid_utf8(raw: bytes) -> bool:
+    """Whether ``raw`` is UTF-8 (what a decoder that passes over a text does not check)."""
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def last_line_holding(fd: int, needle: bytes, start: int, end: int, wanted: Callable[[bytes], bool],
                       block: int = 1 << 20, longest: int = 1 << 16) -> int | None:
     """Where the last line of ``fd``'s bytes [start, end) that holds ``needle`` and is

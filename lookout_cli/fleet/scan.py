@@ -52,7 +52,7 @@ from lookout_cli.core.times import parse_time
 from lookout_cli.fleet.row import new_row, skipped_row
 from lookout_cli.formats import ADAPTERS, load_adapter
 from lookout_cli.formats.claude_chain import usage_of
-from lookout_cli.formats.codex import USAGE_KEYS
+from lookout_cli.formats.codex_scan import USAGE_KEYS
 from lookout_cli.formats.view import Usage
 from lookout_cli.meter.analysis import (
     DEFAULT_AMBER,

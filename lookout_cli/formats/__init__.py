@@ -240,9 +240,9 @@ class Adapter:
         ``reader(size)``'s function each line's bytes (it parses them, in the way that pays
         for ``size`` bytes of lines; False: no JSON value, the caller keeps a record of it),
         ``settled(records)``, once they are read, gives the value the view takes (as
-        ``Transcript.settled``) or None, and ``join(later)`` takes in a reader of its type,
-        made with ``follows=True``, that read the lines after these (in another process:
-        ``--jobs``). None: every line keeps its node."""
+        ``Transcript.settled``) or None, and ``join(later)``, when it has one, takes in a reader
+        of its type, made with ``follows=True``, that read the lines after these (in another
+        process: ``--jobs``). None: every line keeps its node."""
         return None
 
     def counted_texts(self, obj: Any) -> Iterable[str]:

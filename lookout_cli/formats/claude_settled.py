@@ -26,7 +26,7 @@ import operator
 import sys
 from collections.abc import Callable, Sequence
 
-from lookout_cli.core.jsonl import Record
+from lookout_cli.core.jsonl import Record, valid_utf8, value_reader
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
@@ -121,19 +121,7 @@ class Settling:
         they are no JSON value, and the caller keeps a record of the line). Each line is parsed
         by orjson (``add``), or with ``size`` bytes of lines to read, at least
         ``FIELDS_BYTES``, decoded by msgspec into the fields read here (``claude_fields``)."""
-        import orjson  # (a cold read: core.jsonl.loads would not pay for it yet)
-
-        loads, decode_error, add = orjson.loads, orjson.JSONDecodeError, self.add
-
-        def by_value(raw: bytes) -> bool:
-            try:
-                value = loads(raw)
-            except decode_error:
-                return False
-            if value is None:
-                return False
-            add(value if type(value) is dict else None)
-            return True
+        by_value = value_reader(self.add)
 
         if size < FIELDS_BYTES:
             return by_value
@@ -149,7 +137,7 @@ class Settling:
             kind = line.type
             # a type that is no text (lookout's moved lines have none), a compaction (read
             # whole), a line that is not ASCII and not UTF-8 (which orjson refuses): by value
-            if type(kind) is not str or kind in _BY_VALUE or not raw.isascii() and not _utf8(raw):
+            if type(kind) is not str or kind in _BY_VALUE or not raw.isascii() and not valid_utf8(raw):
                 return by_value(raw)
             uid = line.uuid if kind in CHAIN_TYPES else None
             if type(uid) is not str:
@@ -516,14 +504,6 @@ def _picked(values: Sequence, at: Sequence[int]) -> list:
     if len(at) < 2:  # (``itemgetter`` of one gives the value, not a tuple of it)
         return [values[n] for n in at]
     return list(operator.itemgetter(*at)(values))
-
-
-def _utf8(raw: bytes) -> bool:
-    try:
-        raw.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _numbers(texts: list[str]) -> bytes | None:

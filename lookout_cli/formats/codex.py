@@ -1,9 +1,9 @@
 """Codex CLI rollout files (research/formats.md §2 and §3.2).
 
 Every line is ``{"timestamp", "type", "payload"}``. The model-visible history is rebuilt the way
-Codex rebuilds it on resume: every ``response_item`` in order, except that a ``compacted`` record
-replaces everything before it with its ``replacement_history`` (or, for an old-style local
-compaction without one, with the earlier real user messages and its summary ``message``).
+Codex rebuilds it on resume (``codex_scan``): every ``response_item`` in order, except that a
+``compacted`` record replaces everything before it with its ``replacement_history`` (or, for a
+local compaction without one, with the earlier real user messages and its summary ``message``).
 ``event_msg`` lines are UI events: the user/agent messages they carry duplicate response items
 and are never model input; ``token_count`` events carry the provider's usage.
 
@@ -17,23 +17,16 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-import re
 from typing import Any
-
-import orjson
 
 from lookout_cli import formats
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import restore_marker
-from lookout_cli.formats import as_str, interned
 from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.codex_items import (
     CALL_ID,
     CALL_NAME,
-    LOOKOUT_SETUP,
-    REAL_USER,
     SETUP_MESSAGE,
     SUMMARY_PREFIX,
     TEXT_PARTS,
@@ -43,11 +36,16 @@ from lookout_cli.formats.codex_items import (
     Entry,
     Scan,
     get_path,
-    image_key,
     json_text,
     message_texts,
     parse_wrapped,
-    payload_facts,
+)
+from lookout_cli.formats.codex_scan import (
+    Scanner,
+    Settling,
+    node_of,
+    shown_from,
+    valid_ts,
 )
 from lookout_cli.formats.view import (
     IMAGE,
@@ -55,32 +53,17 @@ from lookout_cli.formats.view import (
     THINKING,
     TOOL_CALL,
     TOOL_RESULT,
-    Compaction,
     Item,
-    Usage,
     View,
 )
-from lookout_cli.tokens.tokenizer import estimate
 
 CLEARED_NOTE = "lookout_cleared"  # in a user_message event whose images lookout blanked
-
-
-USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "total_tokens")
-
-
-_TOTAL = USAGE_KEYS.index("total_tokens")
-
-
-COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
 
 
 SETUP_OPEN = '<lookout-setup name="{key}">'
 
 
 SETUP_CLOSE = "</lookout-setup>"
-
-
-_ISO_RE = re.compile(r"\A\d{4}-\d\d-\d\dT")
 
 
 def now_timestamp() -> str:
@@ -100,104 +83,8 @@ def data_url(media_type: str, data: str) -> str:
     return f"data:{media_type};base64,{data}"
 
 
-def _valid_ts(value: Any) -> str | None:
-    return value if isinstance(value, str) and _ISO_RE.match(value) else None
-
-
 def wrap_setup(key: str, text: str) -> str:
     return SETUP_OPEN.format(key=key) + "\n" + text + "\n" + SETUP_CLOSE
-
-
-def _roll_back(entries: list, turns: int) -> list:
-    """The history without its newest ``turns`` user turns (a turn starts at a real user message)."""
-    if turns <= 0:
-        return entries
-    starts = [i for i, e in enumerate(entries) if e.facts[REAL_USER]]
-    if not starts:
-        return entries
-    cut = starts[-turns] if turns <= len(starts) else starts[0]
-    return entries[:cut]
-
-
-def _rebuild_local(entries: list, record: Record, ts: str | None) -> list:
-    """History after a compaction without ``replacement_history`` (codex compact.rs): the setup
-    Codex injects again, the most recent real user messages (about 20k tokens, newest kept),
-    then the summary (the record's ``message``) as a user message."""
-    setup = [e.carried() for e in entries if e.facts[SETUP_MESSAGE] and not e.facts[LOOKOUT_SETUP]]
-    users = []
-    budget = COMPACT_USER_MESSAGE_MAX_TOKENS
-    for e in reversed(entries):
-        if not e.facts[REAL_USER]:
-            continue
-        if budget <= 0:
-            break
-        text = "\n".join(message_texts(e.read()))
-        e.record.release()
-        cost = estimate(text)
-        users.append(e.carried(text[: budget * 3] if cost > budget else None))
-        budget -= cost
-    users.reverse()
-    message = record.data["payload"].get("message")
-    record.release()
-    payload = {"type": "message", "role": "user",
-               "content": [{"type": "input_text", "text": message if isinstance(message, str) else ""}]}
-    summary = Entry(record, ("payload", "message"), payload_facts(payload), ts, payload)
-    return setup + users + [summary]
-
-
-def node_of(obj: dict) -> tuple:
-    """What a lean transcript keeps of a rollout line: (type, timestamp, what the scan reads of
-    the payload, None when the payload is not an object)."""
-    kind, payload = interned(as_str(obj.get("type"))), obj.get("payload")
-    ts = _valid_ts(obj.get("timestamp"))
-    if not isinstance(payload, dict):
-        return kind, ts, None
-    if kind == "response_item":
-        return kind, ts, payload_facts(payload)
-    if kind == "compacted":
-        history = payload.get("replacement_history")
-        if not isinstance(history, list):
-            return kind, ts, (None,)
-        return kind, ts, ([(i, payload_facts(item)) for i, item in enumerate(history) if isinstance(item, dict)],)
-    if kind == "session_meta":
-        base = payload.get("base_instructions")
-        if isinstance(base, dict) and isinstance(base.get("text"), str) and base["text"]:
-            setup = ("payload", "base_instructions", "text")
-        elif isinstance(base, str) and base:
-            setup = ("payload", "base_instructions")
-        elif isinstance(payload.get("instructions"), str) and payload["instructions"]:
-            setup = ("payload", "instructions")
-        else:
-            setup = None
-        return kind, ts, (payload.get("id") or payload.get("session_id"), payload.get("cwd"), setup)
-    if kind == "turn_context":
-        return kind, ts, (payload.get("model"), payload.get("cwd"))
-    if kind == "event_msg":
-        etype = interned(as_str(payload.get("type")))
-        if etype == "token_count":
-            info = payload.get("info")
-            return kind, ts, (etype, _token_count(info) if isinstance(info, dict) else None)
-        if etype == "thread_rolled_back":
-            return kind, ts, (etype, payload.get("num_turns"))
-        if etype == "user_message":
-            images = payload.get("images")
-            urls = [image_key(u) for u in images if isinstance(u, str) and u] if isinstance(images, list) else []
-            return kind, ts, (etype, urls)
-        return kind, ts, (etype, None)
-    return kind, ts, ()
-
-
-def _token_count(info: dict) -> tuple[bytes, tuple | None]:
-    """A token_count event's totals as a digest (Codex writes the same event twice in a row:
-    the second is recognized by it) and the figures a usage is made of (None without a
-    ``last_token_usage``). Two small tuples instead of three dicts of figures per turn."""
-    total, last = info.get("total_token_usage"), info.get("last_token_usage")
-    try:
-        same = orjson.dumps([total, last], option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # a figure beyond 64 bits
-        same = repr([total, last]).encode()
-    figures = (*map(last.get, USAGE_KEYS), info.get("model_context_window")) if isinstance(last, dict) else None
-    return sha256(same).digest()[:16], figures
 
 
 class Adapter(formats.Adapter):
@@ -210,74 +97,29 @@ class Adapter(formats.Adapter):
     def node(self, obj: Any) -> Any:
         return node_of(obj)
 
+    def shown_from(self, fd: int, start: int, end: int) -> int:
+        return shown_from(fd, start, end)
+
+    def settling(self) -> Settling:
+        return Settling()
+
     def _scan(self, transcript: formats.Transcript, items: bool = True) -> Scan:
         """What the view is built from; without ``items``, only usages, compactions and the
-        model (``usage_view``: the lines a usage-only load kept, their bytes not at hand)."""
-        scan = Scan(entries=[], usages=[], compactions=[], event_images={})
-        last_key = None
-        last_total: int | None = None
-        pending_after: Compaction | None = None
-        for record in transcript.records:
-            node = self.record_node(record)
-            if node is None:
-                continue
-            kind, ts, facts = node
-            if ts:
-                scan.last_timestamp = ts
-            if facts is None:  # the payload is not an object
-                continue
-            if kind == "response_item":
-                scan.entries.append(Entry(record, ("payload",), facts, ts))
-            elif kind == "compacted":
-                history = facts[0]
-                if items and history is not None:
-                    scan.entries = [Entry(record, ("payload", "replacement_history", i), item, ts)
-                                    for i, item in history]
-                    scan.base_has_history = True
-                elif items:
-                    scan.entries = _rebuild_local(scan.entries, record, ts)
-                    scan.base_has_history = False
-                scan.base = record
-                pending_after = Compaction(record, before=last_total, timestamp=ts)
-                scan.compactions.append(pending_after)
-            elif kind == "session_meta":
-                sid, cwd, setup = facts
-                if scan.session_id is None:
-                    scan.session_id = sid if isinstance(sid, str) else None
-                    scan.cwd = cwd if isinstance(cwd, str) else None
-                if scan.meta_setup is None and setup is not None:
-                    scan.meta_setup = (record, setup, ts)
-            elif kind == "turn_context":
-                model, cwd = facts
-                if isinstance(model, str) and model:
-                    scan.model = model
-                if scan.cwd is None and isinstance(cwd, str):
-                    scan.cwd = cwd
-            elif kind == "event_msg":
-                etype, value = facts
-                if etype == "token_count":
-                    if value is None:
-                        continue
-                    key, figures = value
-                    if key == last_key:  # Codex emits the same totals twice in a row
-                        continue
-                    last_key = key
-                    if figures is None:
-                        continue
-                    usage = self._usage(record, figures, scan.model, ts)
-                    if usage is None:
-                        continue
-                    scan.usages.append(usage)
-                    if pending_after is not None:
-                        pending_after.after = usage.prompt
-                        pending_after = None
-                    last_total = _int(figures[_TOTAL]) or (usage.prompt + usage.output)
-                elif etype == "thread_rolled_back":  # /undo-style rollback: drop the newest user turns
-                    scan.entries = _roll_back(scan.entries, _int(value))
-                elif etype == "user_message":
-                    for url in value:
-                        scan.event_images.setdefault(url, []).append(record)
-        return scan
+        model (``usage_view``: the lines a usage-only load kept, their bytes not at hand). A
+        load that read the lines before the last compaction into a ``Settling`` goes on from
+        it, with the lines from that compaction on (unless a line it carries was edited since:
+        what a compaction carries depends on its text)."""
+        settled = transcript.settled
+        if settled is not None and items and not any(e.record.edited for e in settled.scan.entries):
+            scanner, records = settled.going_on(), transcript.lines[settled.at:]
+        else:
+            scanner, records = Scanner(items), transcript.records
+        read, record_node = scanner.read, self.record_node
+        for record in records:
+            node = record_node(record)
+            if node is not None:
+                read(record, node)
+        return scanner.scan
 
     usage_needles = (b'"token_count"', b'"turn_context"', b'"compacted"', b'"session_meta"')
 
@@ -288,22 +130,6 @@ class Adapter(formats.Adapter):
         """The view of a scan before its items: usages, compactions, model and session."""
         return View(format=self.name, usages=scan.usages, compactions=scan.compactions, model=scan.model,
                     session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp, sink=sink)
-
-    @staticmethod
-    def _usage(record: Record, figures: tuple, model: str | None, ts: str | None) -> Usage | None:
-        inp, cached, written, out, _total, window = map(_int, figures)
-        if not (inp or cached or written or out):
-            return None
-        return Usage(
-            record,
-            input=max(inp - cached - written, 0),  # Codex's input_tokens include the cached part
-            cache_write=written,
-            cache_read=cached,
-            output=out,  # reasoning_output_tokens are part of output_tokens
-            model=model,
-            timestamp=ts,
-            context_window=window or None,
-        )
 
     def view(self, transcript: formats.Transcript) -> View:
         scan = self._scan(transcript)
@@ -563,7 +389,7 @@ class Adapter(formats.Adapter):
         """A new rollout line with the envelope Codex writes (extra top-level fields such as
         ``ordinal`` copied from a nearby real line); ``added``: its restore marker."""
         if ts is None:
-            ref_ts = _valid_ts(reference.data.get("timestamp")) if reference is not None and reference.data else None
+            ref_ts = valid_ts(reference.data.get("timestamp")) if reference is not None and reference.data else None
             ts = ref_ts or now_timestamp()
         obj: dict[str, Any] = {"timestamp": ts}
         if added:
@@ -578,16 +404,6 @@ class Adapter(formats.Adapter):
 
 
 ADDED_FIELD = "lookout_added"  # a line a compaction wrote (see ``compact``)
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    return 0
 
 
 def _is_json_object(text: str) -> bool:
@@ -608,7 +424,7 @@ def _copy_payload(entry: Entry) -> dict:
 
 
 def _latest_real_line(transcript: formats.Transcript) -> Record | None:
-    for record in reversed(transcript.records):
+    for record in reversed(transcript.lines):  # (from the end: the lines before are left unmade)
         if record.raw is not None and record.data is not None and formats.type_of(record.data) in sniffers.RECORD_TYPES:
             return record
     return None

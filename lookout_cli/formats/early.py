@@ -31,19 +31,19 @@ class EarlyItems:
         self.before = None  # what those lines give, when the file is read whole (``Adapter.settling``)
 
     def start(self, adapter, fd: int, begin: int) -> EarlyItems | None:
-        """The format is known: this, when its adapter can say a line's items on its own.
+        """The format is known: this, when its adapter can say a line's items on its own (or
+        read the lines before the one shown into what they give).
         ``fd`` is the file being read from ``begin`` (not a pipe: its end is looked at first):
         its lines before the one from which the conversation is shown (``Adapter.shown_from``)
         are not built nor counted (the view does not show them), and when the file is read
         from its start, what they give is kept instead of their nodes (``settles``)."""
         self.make = getattr(adapter, "line_items", None)
-        if self.make is None:
-            return None
         with contextlib.suppress(OSError):  # not looked at: every line's items are built
             self.skip_to = adapter.shown_from(fd, begin, os.fstat(fd).st_size)
         if self.skip_to and begin == 0:
             self.before = adapter.settling()
-        return self
+        # (a format that builds no item early still settles the lines before the one shown)
+        return self if self.make is not None or self.before is not None else None
 
     def idle_bytes(self) -> int:
         """The bytes of lines the sink counts while this process waits (0 without one)."""
@@ -74,6 +74,8 @@ class EarlyItems:
         return before.settled(records) if before is not None else None
 
     def read(self, record, obj) -> None:
+        if self.make is None:
+            return
         if self.skip_to:
             if record.span()[0] < self.skip_to:
                 return
