@@ -782,3 +782,17 @@ def test_an_edit_to_a_message_a_local_compaction_carried_is_seen_by_the_lean_vie
     assert _facts(lean.view()) == _facts(whole.view())
     assert any(i.text == "[lookout: cleared]" for i in lean.view().items)
     assert dump(lean) == dump(whole)
+
+
+def test_the_meter_takes_the_context_a_local_compaction_left_to_start_at_it():
+    """A local compaction carries user messages from lines before it: the responses between
+    those lines and the compaction were of the context it replaced, not of this one (the
+    meter took the first of them for this context's first prompt, and inferred the setup, a
+    hundred thousand tokens too many on a real-shaped rollout, from it)."""
+    from lookout_cli.meter.analysis import responses
+
+    view = codex(_compacted_twice(history=False)).view()
+    last = view.compactions[-1].record.lineno
+    assert min(i.record.lineno for i in view.items if i.kind != SETUP) < last  # carried from before it
+    found = responses(view)
+    assert [r.usage.record.lineno for r in found] == [u.record.lineno for u in view.usages if u.record.lineno > last]
