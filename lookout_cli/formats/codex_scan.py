@@ -230,9 +230,13 @@ class Scanner:
         if self.repeats(key):  # Codex emits the same totals twice in a row
             return
         self.last_key = key
-        if figures is None:
-            return
-        inp, cached, written, out, total, window = map(as_int, figures)
+        if figures is not None:
+            self.counted(record, *map(as_int, figures), ts)
+
+    def counted(self, record: Record | Line, inp: int, cached: int, written: int, out: int, total: int, window: int,
+                ts: str | None) -> None:
+        """A token count's figures, whole numbers (input, cached input, cache write, output, the
+        total, the context window)."""
         if not (inp or cached or written or out):
             return
         inp = max(inp - cached - written, 0)  # Codex's input_tokens include the cached part
@@ -324,7 +328,7 @@ class Settling(Scanner):
         from lookout_cli.formats import codex_fields
 
         decode, refused, scan, iso = codex_fields.decode, codex_fields.REFUSED, self.scan, _ISO_RE.match
-        counted, counts = self.token_count, codex_fields.Counts
+        repeats, counted, counts = self.repeats, self.counted, codex_fields.Counts
 
         def by_fields(raw: bytes) -> bool:
             try:
@@ -350,10 +354,13 @@ class Settling(Scanner):
                 scan.last_timestamp = ts
             else:
                 ts = None
-            if info is not None:  # (the key: the two objects, equal when the objects are)
-                counted(self.count, (info.total_token_usage, last), (
-                    last.input_tokens, last.cached_input_tokens, last.cache_write_input_tokens, last.output_tokens,
-                    last.total_tokens, info.model_context_window), ts)
+            if info is not None:  # (``token_count``: its key the two objects, equal when the objects are)
+                key = (info.total_token_usage, last)
+                if not repeats(key):
+                    self.last_key = key  # (a count not there is unset: 0)
+                    counted(self.count, last.input_tokens or 0, last.cached_input_tokens or 0,
+                            last.cache_write_input_tokens or 0, last.output_tokens or 0, last.total_tokens or 0,
+                            as_int(info.model_context_window), ts)
             return True
 
         return by_fields
