@@ -207,6 +207,32 @@ def test_a_long_codex_rollout_keeps_no_record_of_the_lines_before_its_last_compa
     assert sum(1 for record in transcript.made() if record.lineno <= last) < last / 10
 
 
+@pytest.fixture(scope="module")
+def long_rollout(tmp_path_factory):
+    """A real-shaped Codex rollout of 40 MB (more than a long read's ``FIELDS_BYTES``), made once."""
+    path = tmp_path_factory.mktemp("codex") / "rollout.jsonl"
+    generate(path, "codex", 40, shape="real")
+    return path
+
+
+@pytest.mark.parametrize("flags", [["--estimate"], []], ids=["estimate", "exact"])
+def test_the_installed_lookout_measures_a_long_codex_rollout_as_from_a_pipe(tmp_path, flags, long_rollout):
+    """The installed ``lookout``, on a rollout that compacted where Codex does: read from the
+    file (the lines before the last compaction settled, a long read decoding them by msgspec)
+    it reports every figure it reports when the same bytes come through a pipe (every line
+    read), and writes the rollout through unchanged."""
+    path = long_rollout
+    env = {**os.environ, "LOOKOUT_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["measure", "--json", "--no-discover", "--no-cache", "--now", "2026-01-01T00:00:00Z", *flags]
+    from_file = run_lookout(*args, "-o", str(tmp_path / "out.jsonl"), str(path), env=env)
+    from_pipe = run_lookout(*args, "-o", os.devnull, input=path.read_bytes(), env=env)
+    assert from_file.returncode == 0 == from_pipe.returncode, from_file.stderr + from_pipe.stderr
+    got, want = json.loads(from_file.stdout), json.loads(from_pipe.stdout)
+    assert got.pop("source") == str(path) and want.pop("source") is None
+    assert got == want and len(got["compactions"]) > 10
+    assert (tmp_path / "out.jsonl").read_bytes() == path.read_bytes()
+
+
 def test_a_view_whose_model_counts_otherwise_reads_its_lines_again(tmp_path):
     """Items counted as read use the encoding of the model known then (none: the default); a
     transcript whose model counts in another encoding has its lines read again, not its counts

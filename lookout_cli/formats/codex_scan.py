@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import array
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -45,7 +46,6 @@ from lookout_cli.formats.view import Compaction, Usage
 from lookout_cli.tokens.tokenizer import estimate
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "total_tokens")
-_TOTAL = USAGE_KEYS.index("total_tokens")
 COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
 _ISO_RE = re.compile(r"\A\d{4}-\d\d-\d\dT")
 LONGEST_COMPACTED = 2 << 20  # a compacted line longer than this is not where the view is shown from
@@ -142,7 +142,8 @@ def read_text(entry: Entry) -> str:
     return text
 
 
-def rebuild_local(entries: list, record: Record | Line, ts: str | None, message: Any, text_of=read_text) -> list:
+def rebuild_local(entries: list, record: Record | Line, ts: str | None, message: Any,
+                  text_of: Callable[[Entry], str] = read_text) -> list:
     """History after a compaction without ``replacement_history`` (codex compact.rs): the setup
     Codex injects again, the most recent real user messages (about 20k tokens, newest kept),
     then the summary (the record's ``message``) as a user message. ``text_of(entry)``: a user
@@ -315,7 +316,7 @@ class Settling(Scanner):
         self.value: dict | None = None  # the line being read
         self.texts: dict[tuple, str] = {}  # (line, path) -> a kept user message's text
 
-    def reader(self, size: int):
+    def reader(self, size: int) -> Callable[[bytes], bool]:
         """A function that reads the next line's bytes into this reader (False: they are no
         JSON value, and the caller keeps a record of the line). Each line is parsed by orjson
         (``add``); with ``size`` bytes of lines to read, at least ``FIELDS_BYTES``, a line that
