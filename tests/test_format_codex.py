@@ -682,7 +682,7 @@ def _compacted_twice(history: bool) -> bytes:
         _line(1, "event_msg", {"type": "user_message", "message": "Look at this", "images": [IMAGE_URL]}),
         _line(2, "response_item", {"type": "message", "role": "developer",
                                    "content": [{"type": "input_text", "text": "Be brief."}]}),
-        _line(3, "response_item", _user("Fourth task: " + "words " * 400)),
+        _line(3, "response_item", _user("Fourth task: " + "words " * 21000)),  # (over what a compaction carries)
         _line(4, "event_msg", _tokens(30000, 9000)),
         _line(4, "event_msg", _tokens(30000, 9000)),
         _line(5, "response_item", _user("A turn undone")),
@@ -763,24 +763,36 @@ def test_a_lean_read_settles_the_lines_before_the_last_compaction_and_views_as_e
     if history:  # the image in the history is known with its UI event, before the compaction
         image = by_line(whole, last, IMAGE)
         assert [e.lineno for e in image.extra["events"]] == [265]
-    else:  # the local compaction carries the setup and the recent real user messages
-        carried = [i.text[:12] for i in whole.items if i.extra.get("rebuilt") and i.kind == TEXT]
-        assert carried == ["Third task: ", "Thanks", "Look at this", "Fourth task:", "Fifth task"]
+    else:  # the local compaction carries the setup and the recent real user messages, 20k tokens
+        carried = [i for i in whole.items if i.extra.get("rebuilt") and i.kind == TEXT]
+        assert [i.text[:12] for i in carried] == ["Fourth task:", "Fifth task"]
+        assert carried[0].extra.get("truncated") and len(carried[0].text) < 70_000
     assert lean.view().usages[-1].context_window == 258400
 
 
-def test_an_edit_to_a_message_a_local_compaction_carried_is_seen_by_the_lean_view(tmp_path):
-    """What a local compaction carries depends on the messages' texts: once one of them is
-    edited, the view is built from every line again, as a whole read builds it."""
+ENVIRONMENT = "<environment_context>\n  <cwd>/w/elsewhere</cwd>\n</environment_context>"
+
+
+@pytest.mark.parametrize("text", ["[lookout: cleared]", ENVIRONMENT], ids=["cleared", "now-setup"])
+def test_an_edit_to_a_message_before_the_last_compaction_is_seen_by_the_lean_view(tmp_path, text):
+    """The lines before a local compaction give it the messages it weighs, read again each time
+    the view is built: a long message cleared leaves room for older ones; a message edited
+    into another kind (here the setup Codex injects) is read as every line reads it."""
     data = _compacted_twice(history=False)
     path = tmp_path / "rollout.jsonl"
     path.write_bytes(data)
     lean, whole = _lean(path), codex(data)
     for t in (lean, whole):
         fourth = next(i for i in t.view().items if i.text.startswith("Fourth task"))
-        t.adapter.replace_content(t, fourth, "[lookout: cleared]")
+        t.adapter.replace_content(t, fourth, text)
     assert _facts(lean.view()) == _facts(whole.view())
-    assert any(i.text == "[lookout: cleared]" for i in lean.view().items)
+    carried = [(i.kind, i.text[:12]) for i in lean.view().items if i.extra.get("rebuilt")]
+    setup = [(SETUP, "<environment"), (SETUP, "Be brief.")]
+    older = [(TEXT, "Third task: "), (TEXT, "Thanks"), (TEXT, "Look at this")]
+    if text == ENVIRONMENT:  # (set up again before the messages, not weighed with them)
+        assert carried == [*setup, (SETUP, "<environment"), *older, (TEXT, "Fifth task")]
+    else:
+        assert carried == [*setup, *older, (TEXT, "[lookout: cl"), (TEXT, "Fifth task")]
     assert dump(lean) == dump(whole)
 
 

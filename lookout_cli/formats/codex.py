@@ -107,8 +107,8 @@ class Adapter(formats.Adapter):
         """What the view is built from; without ``items``, only usages, compactions and the
         model (``usage_view``: the lines a usage-only load kept, their bytes not at hand). A
         load that read the lines before the last compaction into a ``Settling`` goes on from
-        it, with the lines from that compaction on (unless a line it carries was edited since:
-        what a compaction carries depends on its text)."""
+        it, with the lines from that compaction on (the messages it holds are read again, as
+        the compaction weighs them; unless one was edited since: its kind is read from it)."""
         settled = transcript.settled
         if settled is not None and items and not any(e.record.edited for e in settled.scan.entries):
             scanner, records = settled.going_on(), transcript.lines[settled.at:]
