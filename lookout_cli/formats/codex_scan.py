@@ -135,19 +135,19 @@ def roll_back(entries: list, turns: int) -> list:
     return entries[:cut]
 
 
-def read_text(entry: Entry) -> str:
-    """A message entry's texts, joined as Codex joins a user message's."""
+def weighed(entry: Entry) -> tuple[str, int]:
+    """A user message's texts, joined as Codex joins them, and what they cost (``estimate``)."""
     text = "\n".join(message_texts(entry.read()))
     entry.record.release()
-    return text
+    return text, estimate(text)
 
 
 def rebuild_local(entries: list, record: Record | Line, ts: str | None, message: Any,
-                  text_of: Callable[[Entry], str] = read_text) -> list:
+                  weigh: Callable[[Entry], tuple[str, int]] = weighed) -> list:
     """History after a compaction without ``replacement_history`` (codex compact.rs): the setup
-    Codex injects again, the most recent real user messages (about 20k tokens, newest kept),
-    then the summary (the record's ``message``) as a user message. ``text_of(entry)``: a user
-    message's text."""
+    Codex injects again, the most recent real user messages (about 20k tokens, newest kept;
+    ``weigh``: a message's text and cost), then the summary (the record's ``message``) as a
+    user message."""
     setup = [e.carried() for e in entries if e.facts[SETUP_MESSAGE] and not e.facts[LOOKOUT_SETUP]]
     users = []
     budget = COMPACT_USER_MESSAGE_MAX_TOKENS
@@ -156,8 +156,7 @@ def rebuild_local(entries: list, record: Record | Line, ts: str | None, message:
             continue
         if budget <= 0:
             break
-        text = text_of(e)
-        cost = estimate(text)
+        text, cost = weigh(e)
         users.append(e.carried(text[: budget * 3] if cost > budget else None))
         budget -= cost
     users.reverse()
@@ -314,7 +313,7 @@ class Settling(Scanner):
         self.count = 0  # lines read
         self.at = 0  # (``settled``: the position of the compaction they end at)
         self.value: dict | None = None  # the line being read
-        self.texts: dict[tuple, str] = {}  # (line, path) -> a kept user message's text
+        self.texts: dict[tuple, tuple] = {}  # (line, path) -> a kept user message's text, its cost once known
 
     def reader(self, size: int) -> Callable[[bytes], bool]:
         """A function that reads the next line's bytes into this reader (False: they are no
@@ -399,19 +398,28 @@ class Settling(Scanner):
 
     def add_entry(self, record: Line, path: tuple, facts: tuple, ts: str | None) -> None:
         if facts[REAL_USER]:
-            self.texts[record, path] = "\n".join(message_texts(get_path(self.value, path)))
+            self.texts[record, path] = ("\n".join(message_texts(get_path(self.value, path))), None)
         elif not facts[SETUP_MESSAGE]:
             return  # (nothing a local compaction carries: dropped by the next compaction)
         self.scan.entries.append(Entry(record, path, facts, ts))
 
     def rebuild(self, record: Line, ts: str | None) -> list:
-        entries = rebuild_local(self.scan.entries, record, ts, self.value["payload"].get("message"), self._text_of)
+        entries = rebuild_local(self.scan.entries, record, ts, self.value["payload"].get("message"), self._weigh)
         self.texts = {(e.record, e.path): self.texts[e.record, e.path]
                       for e in entries if e.facts[REAL_USER] and e.payload is None}
         return entries
 
-    def _text_of(self, entry: Entry) -> str:
-        return self.texts[entry.record, entry.path] if entry.payload is None else "\n".join(message_texts(entry.payload))
+    def _weigh(self, entry: Entry) -> tuple[str, int]:
+        """``weighed``, of the text kept (and its cost, once worked out: a message a compaction
+        carries is weighed again by the next)."""
+        if entry.payload is not None:
+            return weighed(entry)
+        key = (entry.record, entry.path)
+        text, cost = self.texts[key]
+        if cost is None:
+            cost = estimate(text)
+            self.texts[key] = (text, cost)
+        return text, cost
 
     def settled(self, records) -> Scanner | None:
         """The scanner the view goes on from, the next record being the compaction these lines
