@@ -70,8 +70,9 @@ branches; other lines are not checked for JSON but with --strict).
 Every figure is marked exact (a provider count recorded in the transcript: the last response's
 input, cache write and cache read, and the cache totals), estimated (counted with the model's
 tiktoken encoding, or the fast estimate with --estimate), inferred (setup the transcript does
-not record, worked out from the first recorded prompt) or read from a file (--system, --tools,
---rules, --skills, or CLAUDE.md / AGENTS.md found in the transcript's working folder).
+not record, worked out from the first prompt recorded since the last compaction, else from
+the session's first) or read from a file (--system, --tools, --rules, --skills, or CLAUDE.md /
+AGENTS.md found in the transcript's working folder).
 
 \b
 The meter is hidden under 10%, amber from meter.amber (75%) and red from meter.red (the
