@@ -770,6 +770,23 @@ def test_a_lean_read_settles_the_lines_before_the_last_compaction_and_views_as_e
     assert lean.view().usages[-1].context_window == 258400
 
 
+def test_a_count_past_64_bits_before_the_last_compaction_reads_every_line(tmp_path):
+    """The lines before the last compaction keep their usages' counts in 64-bit columns: a
+    count past them (no real rollout has one) leaves them unsettled, and the view reads every
+    line, as a whole read does."""
+    huge = _line(9, "event_msg", {"type": "token_count", "info": {
+        "total_token_usage": {"total_tokens": 1 << 70}, "last_token_usage": {"input_tokens": 1 << 70}}})
+    lines = _compacted_twice(history=False).splitlines(keepends=True)
+    last = max(n for n, line in enumerate(lines) if b'"type":"compacted"' in line)
+    data = b"".join([*lines[:last], huge, *lines[last:]])
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(data)
+    lean = _lean(path)
+    assert lean.settled is None
+    whole = codex(data).view()
+    assert _facts(lean.view()) == _facts(whole) and 1 << 70 in [u.input for u in whole.usages]
+
+
 ENVIRONMENT = "<environment_context>\n  <cwd>/w/elsewhere</cwd>\n</environment_context>"
 
 

@@ -426,9 +426,9 @@ class Settling(Scanner):
         end at; None when it is not."""
         at = self.count
         node = records[at].node if at < len(records) else None
-        if node is None or node[0] != "compacted" or node[2] is None:
-            return None
         scan = self.scan
+        if node is None or node[0] != "compacted" or node[2] is None or scan.usages.broken:
+            return None
 
         def made(line):
             return records[line - 1] if type(line) is Line else line
@@ -485,13 +485,18 @@ class _Columns:
         self.models: list[str | None] = []
         self.stamps: list[str | None] = []
         self.windowed = (-1, None)  # (the position of the last that records a window, the window)
+        self.broken = False  # a count past 64 bits: the view reads every line (its usages hold any number)
 
     def append(self, line: int, model: str | None, inp: int, written: int, cached: int, out: int, ts: str | None,
                window: int | None) -> None:
+        try:
+            self.numbers.extend((inp, written, cached, out, 0))
+        except OverflowError:
+            self.broken = True  # (what the refused count's extension added is never read)
+            return
         if window:
             self.windowed = (len(self.models), window)
         self.lines.append(line)
-        self.numbers.extend((inp, written, cached, out, 0))
         self.models.append(model)
         self.stamps.append(ts)
 
