@@ -11,6 +11,7 @@ import sys
 
 from lookout_cli.core import progress
 from lookout_cli.core.errors import CheckFailed, LookoutError, debugging, outcome
+from lookout_cli.core.jsonl import report_json
 from lookout_cli.core.term import echo, wants_color
 from lookout_cli.core.times import parse_time
 from lookout_cli.core.units import setting_number
@@ -82,9 +83,7 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
     if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
         finish()  # the transcript still goes where -o / -i send it
     if json_out:
-        import orjson
-
-        write_stdout(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        write_stdout(report_json(report))
         run.write_report(report)
     elif report_only:
         style = None

@@ -34,6 +34,7 @@ from lookout_cli.core.jsonl import (
     read_indexed_lines,
     read_line_blocks,
     read_records,
+    report_json,
 )
 from lookout_cli.core.paths import save_dir
 from lookout_cli.settings import as_number, yes_no
@@ -610,9 +611,7 @@ class Run:
     def write_report(self, report: dict) -> None:
         if not self.report_path:
             return
-        import orjson
-
-        data = orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+        data = report_json(report)
         if self.report_path == "-":
             sys.stderr.buffer.write(data)
             sys.stderr.flush()

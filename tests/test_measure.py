@@ -500,3 +500,21 @@ def test_json_with_output_file_writes_the_transcript_there(tmp_path):
     assert result.returncode == 0
     assert out.read_bytes() == CLAUDE_SMALL.read_bytes()
     assert orjson.loads(result.stdout)["used"]["provider"] == 1050
+
+
+def test_a_count_past_64_bits_is_reported_in_json_too(tmp_path):
+    """A transcript may record any number (a damaged or a made-up one): the report says it as
+    JSON, on standard output and in --report's file, as the text report does, where orjson
+    refuses an integer past 64 bits."""
+    lines = (DATA / "codex" / "basic.jsonl").read_bytes().splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if b'"last_token_usage":{' in line)
+    obj = json.loads(lines[at])
+    obj["payload"]["info"]["last_token_usage"]["input_tokens"] = 1 << 70
+    lines[at] = json.dumps(obj).encode() + b"\n"
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(b"".join(lines))
+    report = tmp_path / "report.json"
+    result = run_lookout("measure", "--json", "--no-discover", "--report", str(report), "-o", os.devnull, str(path))
+    assert result.returncode == 0, result.stderr
+    for data in (result.stdout, report.read_bytes()):
+        assert any(point["prompt"] >= 1 << 70 for point in json.loads(data)["series"])

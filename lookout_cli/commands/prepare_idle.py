@@ -12,6 +12,7 @@ import orjson
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import CheckFailed, LookoutError
+from lookout_cli.core.jsonl import report_json
 from lookout_cli.core.times import parse_time
 from lookout_cli.flags import filter_options
 from lookout_cli.options import Run, write_stdout
@@ -637,8 +638,7 @@ def _output(run: Run, transcript, idle: _Idle, json_out: bool) -> None:
             run.finish(transcript, report, changes=0)  # the transcript to its file; --check is judged below
         else:
             run.write_report(report)
-        data = orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-        write_stdout(data)
+        write_stdout(report_json(report))
     else:
         changed = 1 if idle.compaction is not None and idle.compaction.changed else 0
         run.finish(transcript, report, changes=changed)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import sys
 
 import click
-import orjson
 
 from lookout_cli.config import Config
 from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
+from lookout_cli.core.jsonl import report_json
 from lookout_cli.core.term import Reporter, wants_color
 from lookout_cli.core.units import setting_number
 from lookout_cli.flags import common_options
@@ -122,7 +122,7 @@ def report(paths, by, since, until, project, json_out, csv_out, jobs, no_cache, 
     except ValueError as exc:  # "since: ..." or "until: ..."
         raise click.UsageError(f"--{exc}") from None
     if json_out:
-        write_stdout(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        write_stdout(report_json(result))
     elif csv_out:
         from lookout_cli.fleet.render import to_csv
 
