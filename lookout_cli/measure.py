@@ -80,11 +80,13 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
         else:
             run.finish(transcript, report, changes=0)  # measure changes nothing: no line to look at
 
-    if (json_out or report_only) and (run.output not in (None, "-") or run.in_place):
-        finish()  # the transcript still goes where -o / -i send it
+    sent = (json_out or report_only) and (run.output not in (None, "-") or run.in_place)
+    if sent:
+        finish(report)  # the transcript still goes where -o / -i send it, the report where --report does
     if json_out:
         write_stdout(report_json(report))
-        run.write_report(report)
+        if not sent:
+            run.write_report(report)
     elif report_only:
         style = None
         if wants_color(run.flags.get("color", "auto"), sys.stdout):
@@ -92,7 +94,8 @@ def run_measure(run: Run, model_name, budget, estimate, report_only, json_out, f
 
             style = click.style
         write_stdout(render(meter, style, run.source, fail_at).encode())
-        run.write_report(report)
+        if not sent:
+            run.write_report(report)
     else:
         finish(report)
         if not run.reporter.quiet:

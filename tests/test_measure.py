@@ -518,3 +518,16 @@ def test_a_count_past_64_bits_is_reported_in_json_too(tmp_path):
     assert result.returncode == 0, result.stderr
     for data in (result.stdout, report.read_bytes()):
         assert any(point["prompt"] >= 1 << 70 for point in json.loads(data)["series"])
+
+
+@pytest.mark.parametrize("mode", ["--json", "--report-only"])
+def test_report_to_stderr_with_an_output_file_is_written_once(tmp_path, mode):
+    """``-o FILE --report -``: standard error holds the one report (an empty one was written
+    before it when the transcript went to its file)."""
+    out = tmp_path / "next.jsonl"
+    result = run_lookout("measure", mode, "--report", "-", "-o", str(out), str(CLAUDE_SMALL))
+    assert result.returncode == 0 and out.read_bytes() == CLAUDE_SMALL.read_bytes()
+    report = json.loads(result.stderr)  # (one document: a second would be "extra data")
+    assert report["used"]["provider"] == 1050
+    if mode == "--json":
+        assert json.loads(result.stdout) == report
