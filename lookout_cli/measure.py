@@ -11,7 +11,6 @@ import sys
 
 from lookout_cli.core import progress
 from lookout_cli.core.errors import CheckFailed, LookoutError, debugging, outcome
-from lookout_cli.core.jsonl import report_json
 from lookout_cli.core.term import echo, wants_color
 from lookout_cli.core.times import parse_time
 from lookout_cli.core.units import setting_number
@@ -22,7 +21,7 @@ from lookout_cli.meter.analysis import PRESETS, Meter, Settings, measure_usage
 from lookout_cli.meter.analysis import measure as measure_view
 from lookout_cli.meter.cost import last_timed
 from lookout_cli.meter.report import render, to_dict
-from lookout_cli.options import APART_BYTES, Run, usage_error, write_stdout
+from lookout_cli.options import APART_BYTES, Run, report_json, usage_error, write_stdout
 
 
 def measure_again(flags: dict) -> int:

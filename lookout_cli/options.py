@@ -6,6 +6,7 @@ it (``lookout_cli.meter.replay``)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import sys
@@ -34,7 +35,6 @@ from lookout_cli.core.jsonl import (
     read_indexed_lines,
     read_line_blocks,
     read_records,
-    report_json,
 )
 from lookout_cli.core.paths import save_dir
 from lookout_cli.settings import as_number, yes_no
@@ -126,6 +126,18 @@ def write_stdout(data: bytes) -> None:
         sys.stdout.buffer.flush()
     except BrokenPipeError:
         raise PipeClosed() from None
+
+
+def report_json(report: Any) -> bytes:
+    """A report as indented JSON and a line end, as orjson writes it (keys that are not text
+    made text, values it does not know as their ``str``); the standard library's when orjson
+    refuses it (an integer past 64 bits, which a transcript may record)."""
+    import orjson
+
+    try:
+        return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+    except TypeError:
+        return (json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8", "surrogatepass")
 
 
 def _looks_like(sample: list) -> str:

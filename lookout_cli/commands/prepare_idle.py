@@ -12,10 +12,9 @@ import orjson
 
 from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.errors import CheckFailed, LookoutError
-from lookout_cli.core.jsonl import report_json
 from lookout_cli.core.times import parse_time
 from lookout_cli.flags import filter_options
-from lookout_cli.options import Run, write_stdout
+from lookout_cli.options import Run, report_json, write_stdout
 
 MODES = ("prepare", "compact", "off")
 DEFAULT_HOOK_TIMEOUT = 120.0

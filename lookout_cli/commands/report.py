@@ -10,11 +10,10 @@ import click
 from lookout_cli.config import Config
 from lookout_cli.core import progress
 from lookout_cli.core.errors import LookoutError
-from lookout_cli.core.jsonl import report_json
 from lookout_cli.core.term import Reporter, wants_color
 from lookout_cli.core.units import setting_number
 from lookout_cli.flags import common_options
-from lookout_cli.options import write_stdout
+from lookout_cli.options import report_json, write_stdout
 
 EPILOG = """\b
 Examples:

@@ -685,18 +685,6 @@ def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYT
         yield lineno + 1, raw
 
 
-def report_json(report: Any) -> bytes:
-    """A report as indented JSON and a line end, as orjson writes it (keys that are not text
-    made text, values it does not know as their ``str``); the standard library's when orjson
-    refuses it (an integer past 64 bits, which a transcript may record)."""
-    import orjson
-
-    try:
-        return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-    except TypeError:
-        return (json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8", "surrogatepass")
-
-
 def value_reader(add: Callable[[dict | None], None]) -> Callable[[bytes], bool]:
     """A function of a line's bytes for an ``Adapter.settling`` reader: they are parsed by
     orjson and handed to ``add`` (the value when a JSON object, else None); False when they are
