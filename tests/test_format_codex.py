@@ -728,8 +728,8 @@ def _facts(view) -> tuple:
     usages = [(u.record.lineno, u.input, u.cache_write, u.cache_read, u.output, u.model, u.timestamp)
               for u in view.usages]
     compactions = [(c.record.lineno, c.before, c.after, c.timestamp) for c in view.compactions]
-    return (items, usages, compactions, view.model, view.session_id, view.cwd, view.last_timestamp,
-            [u.context_window for u in view.usages[-2:]])
+    window = next((u.context_window for u in reversed(view.usages) if u.context_window), None)  # (the meter's)
+    return items, usages, compactions, view.model, view.session_id, view.cwd, view.last_timestamp, window
 
 
 def _lean(path):
@@ -768,6 +768,22 @@ def test_a_lean_read_settles_the_lines_before_the_last_compaction_and_views_as_e
         assert [i.text[:12] for i in carried] == ["Fourth task:", "Fifth task"]
         assert carried[0].extra.get("truncated") and len(carried[0].text) < 70_000
     assert lean.view().usages[-1].context_window == 258400
+
+
+def test_the_window_a_rollout_records_last_is_known_however_many_counts_follow_without_one(tmp_path):
+    """The meter reads the context window of the newest usage that records one: before the last
+    compaction, and followed by a hundred that record none (through it and after it), it is
+    still the one the lean view gives."""
+    lines = _compacted_twice(history=False).splitlines(keepends=True)
+    last = max(n for n, line in enumerate(lines) if b'"type":"compacted"' in line)
+    bare = [_line(9, "event_msg", _tokens(60000 + n, 15000 + n, window=None)) for n in range(100)]
+    after = [line.replace(b',"model_context_window":258400', b"") for line in lines[last:]]
+    data = b"".join([*lines[:last], *bare, *after])
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(data)
+    lean, whole = _lean(path), codex(data).view()
+    assert lean.settled is not None
+    assert _facts(lean.view()) == _facts(whole) and _facts(whole)[-1] == 258400
 
 
 def test_a_count_past_64_bits_before_the_last_compaction_reads_every_line(tmp_path):

@@ -374,7 +374,9 @@ def _keep() -> None:
     if len(kept) > KEEP_MAX:
         kept = {source: kept[source] for source in _used}
     folder, name = os.path.split(_kept_path)
-    temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")  # (fsutil sweeps a stale one)
+    # (written here, not by fsutil's atomic_write: fsutil makes its classes with this module;
+    # its names are fsutil's temporary names, which it sweeps when a run left one)
+    temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")
     try:
         # (as lookout's other cache files: new, its own, read by this user only)
         with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600), "wb") as out:

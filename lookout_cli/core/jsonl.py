@@ -685,6 +685,11 @@ def read_lines(stream: IO[bytes], max_record_bytes: int = DEFAULT_MAX_RECORD_BYT
         yield lineno + 1, raw
 
 
+# lines to read before a settling reader decodes them for a few fields (msgspec, whose load
+# costs what orjson parses in that much less time: ``claude_fields``, ``codex_fields``)
+FIELDS_BYTES = 32 << 20
+
+
 def value_reader(add: Callable[[dict | None], None]) -> Callable[[bytes], bool]:
     """A function of a line's bytes for an ``Adapter.settling`` reader: they are parsed by
     orjson and handed to ``add`` (the value when a JSON object, else None); False when they are

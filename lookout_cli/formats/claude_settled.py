@@ -26,7 +26,7 @@ import operator
 import sys
 from collections.abc import Callable, Sequence
 
-from lookout_cli.core.jsonl import Record, valid_utf8, value_reader
+from lookout_cli.core.jsonl import FIELDS_BYTES, Record, valid_utf8, value_reader
 from lookout_cli.core.times import parse_time
 from lookout_cli.formats.claude_chain import (
     CHAIN_TYPES,
@@ -87,7 +87,6 @@ def settled_from(kept: Sequence, records: Sequence[Record]) -> Settled:
 
 
 _SIDE, _BOUNDARY, _ABOVE = 1, 2, 4  # a line's flags: a sidechain line, a main compaction, a conversation line below
-FIELDS_BYTES = 32 << 20  # lines to read for which msgspec's load pays (``Settling.reader``)
 _BY_VALUE = frozenset({"system", MOVED_KIND})  # types ``Settling.reader`` reads whole
 
 

@@ -23,6 +23,7 @@ import orjson
 
 from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import (
+    FIELDS_BYTES,
     Line,
     Record,
     last_line_holding,
@@ -49,9 +50,7 @@ USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens",
 COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000  # codex compact.rs: recent user messages kept by a local compaction
 _ISO_RE = re.compile(r"\A\d{4}-\d\d-\d\dT")
 LONGEST_COMPACTED = 2 << 20  # a compacted line longer than this is not where the view is shown from
-FIELDS_BYTES = 32 << 20  # lines to read for which msgspec's load pays (``Settling.reader``)
 _EVENTS = frozenset({"token_count", "thread_rolled_back", "user_message"})  # the events the scan reads
-RECENT_MAX = 64  # usages kept whole after the last that records a window, when the older lines are settled
 
 
 def valid_ts(value: Any) -> str | None:
@@ -110,18 +109,21 @@ def node_of(obj: dict) -> tuple:
     return kind, ts, ()
 
 
-def _token_count(info: dict, digest: bool = True) -> tuple[bytes, tuple | None]:
+def _token_count(info: dict) -> tuple[bytes, tuple | None]:
     """A token_count event's totals as a digest (Codex writes the same event twice in a row:
-    the second is recognized by it; without ``digest``, the bytes it is made of) and the
-    figures a usage is made of (None without a ``last_token_usage``). Two small tuples instead
-    of three dicts of figures per turn."""
+    the second is recognized by it) and the figures a usage is made of (None without a
+    ``last_token_usage``). Two small tuples instead of three dicts of figures per turn."""
     total, last = info.get("total_token_usage"), info.get("last_token_usage")
     try:
         same = orjson.dumps([total, last], option=orjson.OPT_SORT_KEYS)
     except TypeError:  # a figure beyond 64 bits
         same = repr([total, last]).encode()
     figures = (*map(last.get, USAGE_KEYS), info.get("model_context_window")) if isinstance(last, dict) else None
-    return sha256(same).digest()[:16] if digest else same, figures
+    return _digest(same), figures
+
+
+def _digest(same: bytes) -> bytes:
+    return sha256(same).digest()[:16]
 
 
 def roll_back(entries: list, turns: int) -> list:
@@ -368,33 +370,22 @@ class Settling(Scanner):
     def add(self, obj: dict | None) -> None:
         """The next line's parsed value (None when it is not a JSON object)."""
         self.count += 1
-        if obj is None:
-            return
-        payload = obj.get("payload")
-        if obj.get("type") == "event_msg" and type(payload) is dict and payload.get("type") == "token_count":
-            # (a line in four: ``node_of``'s, with the bytes its key is made of, no digest of them)
-            ts = valid_ts(obj.get("timestamp"))
-            if ts:
-                self.scan.last_timestamp = ts
-            info = payload.get("info")
-            if type(info) is dict:
-                self.token_count(self.count, *_token_count(info, digest=False), ts)
-            return
-        self.value = obj
-        self.read(Line(self.count), node_of(obj))
-        self.value = None
+        if obj is not None:
+            self.value = obj
+            self.read(Line(self.count), node_of(obj))
+            self.value = None
 
     def keep_usage(self, record: int, inp: int, written: int, cached: int, out: int, ts: str | None,
                    window: int | None) -> None:
         self.scan.usages.append(record, self.scan.model, inp, written, cached, out, ts, window)
 
     def repeats(self, key: bytes | tuple) -> bool:
-        # (a key is the bytes of the totals, or their two objects as msgspec decoded them: as
-        # bytes when one of each meets)
+        # (a key is ``node_of``'s digest, or the two objects msgspec decoded: as digests when
+        # one of each meets)
         last = self.last_key
         if type(key) is type(last):
             return key == last
-        return last is not None and _key_bytes(key) == _key_bytes(last)
+        return last is not None and _key_digest(key) == _key_digest(last)
 
     def add_entry(self, record: Line, path: tuple, facts: tuple, ts: str | None) -> None:
         if facts[REAL_USER]:
@@ -442,21 +433,21 @@ class Settling(Scanner):
             scan.meta_setup = (made(scan.meta_setup[0]), *scan.meta_setup[1:])
         scan.event_images = {url: [made(line) for line in lines] for url, lines in scan.event_images.items()}
         scan.usages = scan.usages.usages()
-        if self.last_key is not None:  # the digest ``node_of`` gives, of the bytes ``repeats`` compares
-            self.last_key = sha256(_key_bytes(self.last_key)).digest()[:16]
+        if self.last_key is not None:  # as ``node_of`` gives it, for the lines after
+            self.last_key = _key_digest(self.last_key)
         self.texts, self.value, self.pending = {}, None, None
         self.at = at
         return self
 
 
-def _key_bytes(key: bytes | tuple) -> bytes:
-    """A token_count event's key in ``Settling`` as the bytes ``_token_count`` makes its digest
-    of: its two objects (``codex_fields.Counts``) encoded as orjson writes them."""
+def _key_digest(key: bytes | tuple) -> bytes:
+    """A token_count event's key in ``Settling`` as ``_token_count``'s digest: its two objects
+    (``codex_fields.Counts``) encoded as orjson writes them, then digested."""
     if type(key) is bytes:
         return key
     from lookout_cli.formats.codex_fields import encode
 
-    return b"[" + encode(key[0]) + b"," + encode(key[1]) + b"]"
+    return _digest(b"[" + encode(key[0]) + b"," + encode(key[1]) + b"]")
 
 
 def _read_whole(kind: object, payload) -> bool:
@@ -476,8 +467,8 @@ def _read_whole(kind: object, payload) -> bool:
 class _Columns:
     """``Settling``'s usages, by column (a hundred thousand in a long rollout); at the end
     (``usages``), those from the last that records the model's context window on are made
-    ``Usage``s, when they are at most ``RECENT_MAX`` (the meter reads the window of the newest
-    usage that records one)."""
+    ``Usage``s (the meter reads the window of the newest usage that records one: Codex records
+    it in each, so that is the last)."""
 
     def __init__(self) -> None:
         self.lines = array.array("q")
@@ -503,7 +494,7 @@ class _Columns:
     def usages(self) -> Usages:
         at, window = self.windowed
         lines, numbers, models, stamps = self.lines, self.numbers, self.models, self.stamps
-        if at < 0 or len(models) - at > RECENT_MAX:
+        if at < 0:
             return Usages.older_of(lines, numbers, models, stamps)
         recent = [Usage(Line(lines[n]), *numbers[5 * n:5 * n + 5], models[n], stamps[n], window if n == at else None)
                   for n in range(at, len(models))]
