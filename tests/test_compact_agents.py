@@ -17,7 +17,7 @@ import sys
 import pytest
 from agent_runs import ccusage_bin, codex_events, run_claude, run_codex
 from compact_turns import claude_turn
-from conftest import SHARED_TRANSCRIPTS
+from conftest import REPO, SHARED_TRANSCRIPTS
 from test_compact_cli import lookout
 
 from lookout_cli.formats.claude_code import SUMMARY_PREFIX
@@ -81,6 +81,31 @@ def test_codex_resumes_the_real_rollout_compacted_inside_its_turn(tmp_path):
     def developer(body):
         return sum(1 for i in body["input"] if isinstance(i, dict) and i.get("role") == "developer")
     assert developer(after.last_request_body()) == developer(before.last_request_body())
+    calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
+    assert calls == {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+
+
+def test_codex_resumes_a_long_rollout_compacted_again(tmp_path):
+    """A real-shaped rollout that Codex compacted before, compacted again from its file (the
+    lines before its compaction read into what they give, ``codex_scan.Settling``): Codex resumes
+    it with no error, from lookout's summary, in a fifth of the request, every call with its
+    output."""
+    sys.path.insert(0, str(REPO))  # bench/ is a top-level folder of the repository, not installed
+    from bench.generate import generate
+
+    rollout = tmp_path / "r.jsonl"
+    generate(rollout, "codex", 3, shape="real")
+    assert rollout.read_bytes().count(b'"type":"compacted"') >= 1
+    small = tmp_path / "c.jsonl"
+    _force(rollout, small)
+    before = run_codex(tmp_path / "a", session=rollout)
+    after = run_codex(tmp_path / "b", session=small)
+    for run in (before, after):
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert not [e for e in codex_events(run) if e.get("type") in ("error", "turn.failed")]
+    assert _size(after.last_request_body()) <= 0.25 * _size(before.last_request_body())
+    assert after.request_texts()[0].startswith(CODEX_SUMMARY)
+    items = after.last_request_body()["input"]
     calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
     assert calls == {i["call_id"] for i in items if i.get("type") == "function_call_output"}
 
