@@ -389,11 +389,12 @@ class Suite:
             row = Row.of("B11f", f"compact --force, cold, {big:g} MB", timing, "R <= 1.3")
             row.ok = row.ratio <= 1.3
             self.add(row)
-        if self.want("B16"):
-            for size in dict.fromkeys((self.mid, big)):
-                self.per_prompt(size, runs_big * 2 + 1)
-            if self.huge:  # a long session's prompts (each run is set up by a measure of the whole file)
-                self.per_prompt(self.huge, runs_big)
+        for rid, fmt in (("B16", cc), ("B16c", "codex")):
+            if self.want(rid) and not (self.quick and fmt != cc):
+                for size in dict.fromkeys((self.mid, big)):
+                    self.per_prompt(size, runs_big * 2 + 1, rid, fmt)
+                if self.huge:  # a long session's prompts (each run is set up by a measure of the whole file)
+                    self.per_prompt(self.huge, runs_big, rid, fmt)
         if self.want("B12"):
             sizes = [self.mid, big] + ([self.huge] if self.huge else [])
             # the command as it is run (exact, a cold cache) the first time on a machine, the
@@ -507,29 +508,29 @@ class Suite:
             row.ok = timing.lookout <= 0.1
             self.add(row)
 
-    def per_prompt(self, size: float, runs: int) -> None:
-        """B16: what a hook or status line pays on every prompt: the session measured, then grown
-        by one exchange (its next prompt and the replies, tool calls and results up to the one
-        after), measured again. The bound is absolute; R is against the least a Python hook
-        pays (start-up and orjson), timed next to it."""
-        base = self.file("claude-code", size)
-        longer = self.file("claude-code", size + 0.5).read_bytes()
+    def per_prompt(self, size: float, runs: int, rid: str = "B16", fmt: str = "claude-code") -> None:
+        """B16 (B16c: a Codex rollout): what a hook or status line pays on every prompt: the
+        session measured, then grown by one exchange (its next prompt and the replies, tool
+        calls and results up to the one after), measured again. The bound is absolute; R is
+        against the least a Python hook pays (start-up and orjson), timed next to it."""
+        base = self.file(fmt, size)
+        longer = self.file(fmt, size + 0.5).read_bytes()
         size0 = base.stat().st_size
         if longer[:size0] != base.read_bytes():  # made from the repository at another time: both again
             corpus = Corpus()
-            generate(base, "claude-code", size, corpus=corpus, shape="real")
+            generate(base, fmt, size, corpus=corpus, shape="real")
             longer_path = self.tmp / "longer.jsonl"
-            generate(longer_path, "claude-code", size + 0.5, corpus=corpus, shape="real")
+            generate(longer_path, fmt, size + 0.5, corpus=corpus, shape="real")
             longer, size0 = longer_path.read_bytes(), base.stat().st_size
             longer_path.unlink()
         assert longer[:size0] == base.read_bytes(), "generator lost its prefix property"
         lines = longer[size0:].splitlines(keepends=True)
-        prompts = [i for i, line in enumerate(lines) if _is_prompt(line)]
+        prompts = [i for i, line in enumerate(lines) if _is_prompt(line, fmt)]
         # the session stands at the next prompt (the lines before it are its own, so the
         # exchange's first line finds its parent: it continues the conversation)
         size0 += sum(map(len, lines[:prompts[0]]))
         exchange = b"".join(lines[prompts[0]:prompts[1]])
-        grow = self.tmp / f"prompt_{size:g}.jsonl"
+        grow = self.tmp / f"prompt_{fmt}_{size:g}.jsonl"
         grow.write_bytes(longer[:size0])
         env = self.cold_env()
         cmd = [*LOOKOUT, "measure", "-q", "--no-discover", str(grow)]
@@ -547,7 +548,8 @@ class Suite:
             ran.append(run_once(cmd, None, env))
             ref.append(run_once(floor, None, env))
         t = timing_of(ran, ref)
-        row = Row.of("B16", f"re-measure after one exchange, {size:g} MB", t, "<= 0.12 s p50",
+        what = f"{size:g} MB" if fmt == "claude-code" else f"{fmt} {size:g} MB"
+        row = Row.of(rid, f"re-measure after one exchange, {what}", t, "<= 0.12 s p50",
                      note=f"{len(exchange) / 1000:.0f} KB appended ({prompts[1] - prompts[0]} lines); "
                           f"CPU p50 {statistics.median(r.cpu for r in ran):.3f}s; reference: python -c 'import orjson'")
         row.ok = t.lookout <= 0.12
@@ -641,9 +643,12 @@ class Suite:
         self.add(row)
 
 
-def _is_prompt(line: bytes) -> bool:
-    """A Claude Code line holding a person's prompt (a user line whose content is not tool results)."""
+def _is_prompt(line: bytes, fmt: str = "claude-code") -> bool:
+    """A Claude Code line holding a person's prompt (a user line whose content is not tool
+    results); in a Codex rollout, the line a turn starts with (its ``turn_context``)."""
     obj = json.loads(line)
+    if fmt == "codex":
+        return obj.get("type") == "turn_context"
     msg = obj.get("message") if obj.get("type") == "user" and not obj.get("isSidechain") else None
     return isinstance(msg, dict) and not (isinstance(msg.get("content"), list)
                                           and any(b.get("type") == "tool_result" for b in msg["content"]))

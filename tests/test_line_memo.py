@@ -47,10 +47,11 @@ def report(path, cache: bool = True, **settings) -> dict:
 def fresh(path, **settings) -> dict:
     """The report of ``path`` from every line's node: no line memo, and no value standing for
     the lines before a compaction (``Adapter.settling`` offers none)."""
-    from lookout_cli.formats import claude_code
+    from lookout_cli.formats import claude_code, codex
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(claude_code.Adapter, "settling", lambda self: None)
+        patch.setattr(codex.Adapter, "settling", lambda self: None)
         return report(path, cache=False, **settings)
 
 
@@ -651,3 +652,88 @@ def test_a_last_line_measured_without_its_newline_still_lets_the_next_run_resume
     assert parses.count <= 2 * 5 + 2  # the completed line and the new ones
     monkeypatch.undo()
     assert again == fresh(path)
+
+
+# --- Codex rollouts -----------------------------------------------------------------------------
+@pytest.mark.parametrize("path", [p for p in ALL_INPUTS if p.parent.name == "codex" and len(lines_of(p)) > SNIFF_RECORDS],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_codex_input_grown_line_by_line_measures_as_from_scratch(path, tmp_path):
+    """A rollout's lines keep their items too: each line appended, the run resumes the memo and
+    measures as from scratch (replacement histories, a local compaction, images their UI
+    events copy, a rollback, other agents' messages: the real and the hand-made rollouts)."""
+    lines = lines_of(path)
+    copy = tmp_path / path.name
+    copy.write_bytes(b"".join(lines[:SNIFF_RECORDS]))
+    report(copy)
+    for line in lines[SNIFF_RECORDS:]:
+        with open(copy, "ab") as fh:
+            fh.write(line)
+        assert report(copy) == fresh(copy)
+
+
+@pytest.fixture(scope="module")
+def rollout(tmp_path_factory):
+    """A rollout in the real shape, which compacts where Codex does (a local compaction, which
+    carries the newest user messages forward): three compactions at least, the third 200
+    lines before the end at least, and the line of each."""
+    path = tmp_path_factory.mktemp("rollout") / "rollout.jsonl"
+    size = 7.0
+    while True:
+        generate(path, "codex", size, shape="real")
+        lines = lines_of(path)
+        compactions = [n for n, line in enumerate(lines) if b'"type":"compacted"' in line]
+        if len(compactions) >= 3 and len(lines) > compactions[2] + 200:
+            return path, compactions
+        size *= 1.5
+
+
+def carried(path) -> int:
+    """The user messages the last compaction of a rollout carries forward (read again by each run)."""
+    _meter, transcript = measured(path, cache=False)
+    return sum(1 for item in transcript.view().items if item.extra.get("rebuilt"))
+
+
+def test_a_grown_rollout_reads_only_its_new_lines_and_what_its_last_compaction_carries(rollout, tmp_path):
+    """A run that resumes a grown rollout goes on from where the scan stood after the last
+    compaction it found (the memo keeps it) and takes the items of the lines it measured
+    before from the memo, those of the user messages that compaction carries forward too: it
+    parses the new lines (and, when one is a local compaction, the messages it weighs), none
+    of the thousands before. Across new compactions, and after the memo was written anew for
+    another count, each run measures as from scratch."""
+    source, compactions = rollout
+    lines = lines_of(source)
+    first, second, third = compactions[:3]
+    path = tmp_path / "rollout.jsonl"
+    cuts = [first + 60, first + 200, second + 30, second + 120, third + 5, len(lines)]
+    path.write_bytes(b"".join(lines[:cuts[0]]))
+    assert report(path) == fresh(path)
+    for before, cut in itertools.pairwise(cuts):
+        with open(path, "ab") as fh:
+            fh.write(b"".join(lines[before:cut]))
+        with pytest.MonkeyPatch.context() as patch:  # (the folders the tests are given stay patched)
+            parses = Parses(patch)
+            again = report(path)
+        crossed = any(before <= at < cut for at in compactions)  # (a compaction weighs what it carries)
+        assert 0 < parses.count <= 2 * (cut - before) + (2 * carried(path) if crossed else 0) + 1
+        assert again == fresh(path)
+    assert report(path, model="gpt-4") == fresh(path, model="gpt-4")  # counted otherwise: written anew
+    with open(path, "ab") as fh:
+        fh.write(lines[-1])
+    assert report(path) == fresh(path)
+
+
+def test_a_rollout_rewritten_by_compact_is_measured_from_its_memo_as_from_scratch(rollout, tmp_path):
+    """``compact -i`` writes a new compaction into the rollout: the next run does not resume
+    the memo (the file was replaced) but takes the items of the lines it knows by their bytes,
+    and measures as from scratch, as does the prompt's run after it."""
+    source, compactions = rollout
+    lines = lines_of(source)
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(b"".join(lines[:compactions[1] + 150]))
+    report(path)
+    result = run_lookout("compact", "-i", "-q", "--force", "--summarizer", "embedded", str(path))
+    assert result.returncode == 0, result.stderr.decode()
+    assert report(path) == fresh(path)
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[compactions[1] + 150:compactions[1] + 170]))
+    assert report(path) == fresh(path)

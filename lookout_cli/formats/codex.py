@@ -25,8 +25,6 @@ from lookout_cli.core.jsonl import Record, loads_exact
 from lookout_cli.core.saved import restore_marker
 from lookout_cli.formats import sniff as sniffers
 from lookout_cli.formats.codex_items import (
-    CALL_ID,
-    CALL_NAME,
     SETUP_MESSAGE,
     SUMMARY_PREFIX,
     TEXT_PARTS,
@@ -43,7 +41,9 @@ from lookout_cli.formats.codex_items import (
 from lookout_cli.formats.codex_scan import (
     Scanner,
     Settling,
+    going_on_from,
     node_of,
+    settled_value,
     shown_from,
     valid_ts,
 )
@@ -90,6 +90,7 @@ def wrap_setup(key: str, text: str) -> str:
 class Adapter(formats.Adapter):
     name = "codex"
     lean = True
+    remembers_items = True
 
     sniff = staticmethod(sniffers.codex)
 
@@ -103,16 +104,33 @@ class Adapter(formats.Adapter):
     def settling(self) -> Settling:
         return Settling()
 
+    def settled(self, transcript: formats.Transcript, known: int = 0) -> tuple[int, Any] | None:
+        scan = self._view_scan(transcript)
+        if scan.settle is None or scan.settle[0].lineno - 1 == known:  # none, or the memo holds it
+            return None
+        value = settled_value(scan)
+        return (value[0], value) if value is not None else None
+
+    def _view_scan(self, transcript: formats.Transcript) -> Scan:
+        return transcript.kept("scan", lambda: self._scan(transcript))
+
     def _scan(self, transcript: formats.Transcript, items: bool = True) -> Scan:
         """What the view is built from; without ``items``, only usages, compactions and the
         model (``usage_view``: the lines a usage-only load kept, their bytes not at hand). A
         load that read the lines before the last compaction into a ``Settling`` goes on from
         it, with the lines from that compaction on (the messages it holds are read again, as
-        the compaction weighs them; unless one was edited since: its kind is read from it)."""
-        settled = transcript.settled
-        if settled is not None and items and not any(e.record.edited for e in settled.scan.entries):
+        the compaction weighs them; unless one was edited since: its kind is read from it);
+        a measure that resumed its line memo goes on from where the scan stood then."""
+        settled, memo = transcript.settled, transcript.memo
+        going = going_on_from(memo.settled, transcript.lines) if memo is not None and memo.settled is not None \
+            else None
+        if going is not None:
+            scanner, records = going[1], transcript.lines[going[0]:]
+        elif settled is not None and items and not any(e.record.edited for e in settled.scan.entries):
             scanner, records = settled.going_on(), transcript.lines[settled.at:]
         else:
+            if memo is not None and memo.settled is not None:
+                memo.unsettle()  # (the lines it stood for are read from the file)
             scanner, records = Scanner(items), transcript.records
         read, record_node = scanner.read, self.record_node
         for record in records:
@@ -132,18 +150,14 @@ class Adapter(formats.Adapter):
                     session_id=scan.session_id, cwd=scan.cwd, last_timestamp=scan.last_timestamp, sink=sink)
 
     def view(self, transcript: formats.Transcript) -> View:
-        scan = self._scan(transcript)
+        scan = self._view_scan(transcript)
         view = self._bare_view(scan, transcript.sink)
-        builder = Builder(view, scan)
+        builder = Builder(view, scan, transcript.memo)
+        if transcript.memo is not None:
+            transcript.memo.begin(view.model)
         if scan.meta_setup is not None:
-            record, path, ts = scan.meta_setup
-            text = get_path(record.data, path)
-            record.release()
-            builder.add(Item("system", SETUP, text, record, path=path, setup="system", timestamp=ts), assistant=False)
-        tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
-        for entry in scan.entries:
-            builder.entry(entry, tools)
-        builder.line.close()
+            builder.setup(*scan.meta_setup)
+        builder.entries()
         return view
 
     # --- editing ------------------------------------------------------------------------------

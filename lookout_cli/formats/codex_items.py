@@ -6,8 +6,10 @@ adapter that reads the rollout with these and writes edits back.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from lookout_cli import formats
@@ -28,6 +30,7 @@ from lookout_cli.formats.view import (
     ImageRef,
     Item,
     View,
+    unpack,
 )
 
 # codex-rs/core/templates/compact/summary_prefix.md
@@ -199,6 +202,7 @@ class Scan:
     compactions: list | None = None
     last_timestamp: str | None = None
     event_images: dict | None = None  # data URL -> event_msg user_message records listing it
+    settle: tuple | None = None  # where the scan stood before the last compaction (``Scanner.before``)
 
 
 def message_texts(payload: dict) -> list[str]:
@@ -274,17 +278,32 @@ def parse_wrapped(output: str, exact: bool = True) -> dict | None:
 
 
 class Builder:
-    """Turns history entries into view items, numbering messages and turns."""
+    """Turns history entries into view items, numbering messages and turns. With a line memo
+    (``meter.line_memo``: a measure of a file), a line's items (those of every entry it holds)
+    are taken from it when a line with its bytes gave them before, and kept for the next run;
+    not those that depend on more than their line: entries a local compaction carried (the
+    compaction cuts their text), an image whose UI events copy it (``Adapter.copies``), the
+    lines before the view's last compaction (the memo knows them by their place only)."""
 
-    def __init__(self, view: View, scan: Scan) -> None:
+    def __init__(self, view: View, scan: Scan, memo=None) -> None:
         self.view = view
         self.scan = scan
+        self.memo = memo
         self.message = -1
         self.turn = 0
         self.prev_assistant = False
         self.line = formats.OneLine()  # a compacted record holds many entries: read it once
+        self.tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
+        # the lines whose items are taken from the memo, and those whose items are only kept in
+        # it: the user messages the last compaction carries forward, when the memo may not hold
+        # them as this compaction carries them
+        self.own, self.carried = _lines_remembered(scan, memo) if memo is not None else ((), ())
 
     def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
+        self._number(item, assistant, same_message)
+        return self.view.add(item)
+
+    def _number(self, item: Item, assistant: bool, same_message: bool) -> None:
         if not same_message and not (assistant and self.prev_assistant):
             self.message += 1
         self.prev_assistant = assistant
@@ -292,9 +311,58 @@ class Builder:
         if item.prompt:
             self.turn += 1
         item.turn = self.turn
-        return self.view.add(item)
 
-    def entry(self, entry: Entry, tools: dict) -> None:
+    def setup(self, record: Record, path: tuple, ts: str | None) -> None:
+        """The session's base instructions (``Scan.meta_setup``), the first item."""
+        self._line(record, self._setup, record, path, ts)
+
+    def _setup(self, record: Record, path: tuple, ts: str | None) -> None:
+        text = get_path(record.data, path)
+        record.release()
+        self.add(Item("system", SETUP, text, record, path=path, setup="system", timestamp=ts), assistant=False)
+
+    def entries(self) -> None:
+        """Every entry's items, in order, a line's entries at a time."""
+        for _, group in itertools.groupby(self.scan.entries, key=lambda e: id(e.record)):
+            group = list(group)
+            self._line(group[0].record, self._entries, group)
+        self.line.close()
+
+    def _entries(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            self.entry(entry)
+
+    def _line(self, record: Record, build: Callable[..., None], *args: Any) -> None:
+        """The items of ``record`` that ``build(*args)`` adds, or the memo's."""
+        memo, pos = self.memo, record.lineno - 1
+        if pos not in self.own and pos not in self.carried:
+            build(*args)
+            return
+        known = memo.items(pos) if pos in self.own else None
+        if known is not None:
+            self.reuse(record, known)
+            memo.keep(pos, known)
+            return
+        first = len(self.view.items)
+        build(*args)
+        if not any("events" in item.extra for item in self.view.items[first:]):
+            memo.keep(pos, (first, len(self.view.items)))
+
+    def reuse(self, record: Record, packed: list[tuple]) -> None:
+        """The items a line with these bytes gave before, counted then: numbered as this view
+        numbers them (an entry's first item may start a message: their ``entry_path`` tells a
+        compacted line's entries apart), a result named by the call in view; not counted again."""
+        path = None
+        for n, values in enumerate(packed):
+            item = unpack(values, record, 0, 0)
+            entry_path = item.extra.get("entry_path")
+            if item.call_id and item.kind in (TOOL_RESULT, IMAGE):
+                item.tool = self.tools.get(item.call_id)
+            self._number(item, item.role == "assistant", n > 0 and entry_path == path)
+            path = entry_path
+            self.view.items.append(item)
+
+    def entry(self, entry: Entry) -> None:
         self.line.visit(entry.record)
         payload = entry.read()
         kind = formats.type_of(payload)
@@ -380,7 +448,7 @@ class Builder:
         elif kind in _MODEL_OUTPUT_TYPES or (kind and kind.endswith("_call")):
             self._call(entry, payload, ts, base)
         elif kind and kind.endswith("_output") and isinstance(payload.get("call_id"), str):
-            self._result(entry, payload, ts, base, tools)
+            self._result(entry, payload, ts, base)
         # ghost_snapshot and unknown item types are not sent to the model
 
     def _message(self, entry: Entry, payload: dict, ts: str | None, base: dict) -> None:
@@ -504,9 +572,9 @@ class Builder:
                 True,
             )
 
-    def _result(self, entry: Entry, payload: dict, ts: str | None, base: dict, tools: dict) -> None:
+    def _result(self, entry: Entry, payload: dict, ts: str | None, base: dict) -> None:
         call_id = payload["call_id"]
-        tool = tools.get(call_id)
+        tool = self.tools.get(call_id)
         extra = dict(base)
         images: list[tuple[tuple, ImageRef]] = []
         is_error = False
@@ -553,6 +621,31 @@ class Builder:
                 False,
                 same_message=True,
             )
+
+
+def _lines_remembered(scan: Scan, memo) -> tuple[set[int], set[int]]:
+    """The positions of the lines whose items a line memo gives and keeps: from the scan's last
+    compaction on, those whose entries are their own, one after the other, and the setup's
+    line; and the lines whose entries that compaction carries forward (a local one), when the
+    memo was resumed from that compaction (the lines before it are those it carried then).
+    Then the lines whose items it only keeps: those it carries otherwise."""
+    start = scan.base.lineno - 1 if scan.base is not None else 0
+    from_base = memo.resumed and memo.settled is not None and memo.settled[0] == start > 0
+    own, carried, seen = set(), set(), set()
+    for _, group in itertools.groupby(scan.entries, key=lambda e: id(e.record)):
+        group = list(group)
+        pos = group[0].record.lineno - 1
+        if pos in seen:  # (its entries apart: not one line's items)
+            own.discard(pos)
+            carried.discard(pos)
+        elif all(e.rebuilt for e in group):
+            (own if from_base else carried).add(pos)
+        elif pos >= start and not any(e.rebuilt for e in group):
+            own.add(pos)
+        seen.add(pos)
+    if scan.meta_setup is not None and scan.meta_setup[0].lineno - 1 >= start:
+        own.add(scan.meta_setup[0].lineno - 1)
+    return own, carried
 
 
 def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:

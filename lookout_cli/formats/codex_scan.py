@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import array
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -203,6 +203,8 @@ class Scanner:
             scan.base = record
             self.pending = Compaction(record, before=self.last_total, timestamp=ts)
             scan.compactions.append(self.pending)
+            if self.items:
+                scan.settle = self.settle_point(record)
         elif kind == "session_meta":
             sid, cwd, setup = facts
             if scan.session_id is None:
@@ -266,6 +268,14 @@ class Scanner:
         record.release()
         return rebuild_local(self.scan.entries, record, ts, message)
 
+    def settle_point(self, record: Record) -> tuple | None:
+        """Where this scan stands once it has read ``record``, a compaction: what a scan that
+        goes on from the line after starts from (``settled_value``)."""
+        scan = self.scan
+        return (record, list(scan.entries), len(scan.usages), len(scan.compactions), scan.base_has_history,
+                scan.session_id, scan.cwd, scan.model, scan.meta_setup, scan.last_timestamp,
+                {url: list(events) for url, events in scan.event_images.items()}, self.last_key, self.last_total)
+
     def going_on(self) -> Scanner:
         """A scanner that reads on from here, this one left as it is (a view is built again
         after each edit: each goes on from the same lines read)."""
@@ -278,6 +288,65 @@ class Scanner:
                          event_images={url: list(events) for url, events in scan.event_images.items()})
         more.last_key, more.last_total = self.last_key, self.last_total
         return more  # (no compaction pending: the line read next is one)
+
+
+def settled_value(scan: Scan) -> tuple | None:
+    """``Adapter.settled``'s value of a scan: where it stood once it had read its last compaction
+    (``Scanner.settle_point``), as values ``marshal`` keeps (the line memo's, one after the
+    other), which ``going_on_from`` reverses: the line of that compaction, the usages before it
+    by column (those from the last that records the context window on one by one, as
+    ``_Columns.usages`` keeps them), what they add up to, the compactions up to it, then the
+    history it left and the rest of the scan's state. None when there is none, or a count is
+    past 64 bits (the lines keep their nodes)."""
+    if scan.settle is None:
+        return None
+    record, entries, count, compactions, has_history, sid, cwd, model, meta, stamp, images, key, total = scan.settle
+    usages = scan.usages if type(scan.usages) is Usages else Usages(list(scan.usages))
+    older = len(usages.lines)
+    split = next((n for n in range(count - 1, older - 1, -1) if usages[n].context_window), count)
+    try:
+        kept = usages.first(split)
+    except OverflowError:
+        return None
+    recent = tuple((u.record.lineno, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h, u.model,
+                    u.timestamp, u.context_window) for u in usages[split:count])
+    history = tuple((e.record.lineno - 1, e.path, e.facts, e.ts, e.payload, e.rebuilt, e.truncated) for e in entries)
+    rest = (history, has_history, sid, cwd, model, None if meta is None else (meta[0].lineno - 1, *meta[1:]), stamp,
+            {url: tuple(r.lineno - 1 for r in events) for url, events in images.items()},
+            None if key is None else _key_digest(key), total)
+    return (record.lineno - 1, kept.lines, kept.numbers, tuple(kept.models), tuple(kept.stamps),
+            kept.older_totals(), kept.older_in_order(), recent,
+            tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in scan.compactions[:compactions]),
+            rest)
+
+
+def going_on_from(kept: Sequence, records: Sequence[Record]) -> tuple[int, Scanner] | None:
+    """The scanner ``settled_value`` stood for, from ``kept`` (its values by position: the
+    line memo loads each when it is read, the usages' times only when asked for), and the
+    position of the line it goes on from (the one after the compaction); None when ``records``
+    has no compaction where it says."""
+    at = kept[0]
+    node = records[at].node if 0 < at < len(records) else None
+    if node is None or node[0] != "compacted" or node[2] is None:
+        return None
+    history, has_history, sid, cwd, model, meta, stamp, images, key, total = kept[9]
+    usages = Usages.older_of(memoryview(kept[1]).cast("q"), memoryview(kept[2]).cast("q"), list(kept[3]),
+                             lambda: kept[4], kept[5], kept[6])
+    usages.recent = [Usage(Line(line), *figures) for line, *figures in kept[7]]
+    scanner = Scanner()
+    scan = scanner.scan
+    scan.entries = [Entry(records[pos], *rest) for pos, *rest in history]
+    scan.usages = usages
+    scan.compactions = [Compaction(records[pos], *rest) for pos, *rest in kept[8]]
+    scan.base, scan.base_has_history = records[at], has_history
+    scan.session_id, scan.cwd, scan.model, scan.last_timestamp = sid, cwd, model, stamp
+    scan.meta_setup = None if meta is None else (records[meta[0]], *meta[1:])
+    scan.event_images = {url: [records[pos] for pos in events] for url, events in images.items()}
+    scanner.last_key, scanner.last_total = key, total
+    if scan.compactions[-1].after is None:  # (no usage after it yet: the next one's prompt is its after)
+        scanner.pending = scan.compactions[-1]
+    scan.settle = scanner.settle_point(records[at])
+    return at + 1, scanner
 
 
 def _going_on(usages: Usages) -> Usages:
@@ -374,6 +443,9 @@ class Settling(Scanner):
             self.value = obj
             self.read(Line(self.count), node_of(obj))
             self.value = None
+
+    def settle_point(self, record: Line) -> None:
+        return None  # (the scan that goes on from here reads the last compaction: it says where it stands)
 
     def keep_usage(self, record: int, inp: int, written: int, cached: int, out: int, ts: str | None,
                    window: int | None) -> None:

@@ -214,6 +214,28 @@ class Keys:
         return array.array("I", sorted([*self.marks, *added])) if added else self.marks
 
 
+INPUT, CACHE_WRITE, CACHE_READ, OUTPUT, CACHE_WRITE_1H = range(5)  # ``Usages.numbers``' columns
+_FIELDS = ("input", "cache_write", "cache_read", "output", "cache_write_1h")
+
+
+def newest_with(usages: Sequence[Usage], figure: int) -> int | None:
+    """The position of the newest usage whose ``figure`` (one of the columns above) is not 0,
+    an older one's found in its column (a long Codex rollout's hundred thousand usages, none of
+    which records a cache write); None: none is."""
+    name = _FIELDS[figure]
+    recent = usages.recent if type(usages) is Usages else usages
+    older = len(usages) - len(recent)
+    for n in range(len(recent) - 1, -1, -1):
+        if getattr(recent[n], name):
+            return older + n
+    if older:
+        raw = memoryview(usages.numbers)[figure::5].tobytes()
+        end = len(raw.rstrip(b"\0"))  # (the last value with a byte not 0)
+        if end:
+            return (end - 1) // 8
+    return None
+
+
 def column(values: Sequence[int]) -> array.array:
     """A copy of an older usages' column (an array, or a view of one in the line memo's
     bytes) to add to."""

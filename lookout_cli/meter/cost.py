@@ -12,8 +12,11 @@ from collections.abc import Callable, Sequence
 from lookout_cli.core.dataclass import dataclass, field
 from lookout_cli.core.times import iso, parse_time
 from lookout_cli.formats.usages import (
+    CACHE_READ,
+    CACHE_WRITE,
     by_model,
     columns_where,
+    newest_with,
     split_usages,
     totals_by_model,
 )
@@ -246,12 +249,12 @@ class WarmCache:
 def cache_tier(usages: list[Usage], default_ttl: int | None) -> tuple[str, str] | None:
     """The cache tier the chat writes to: from the newest response that wrote to the cache,
     else the model's default TTL; None when nothing says the chat is cached."""
-    for usage in reversed(usages):
-        if usage.cache_write:
-            return ("1h" if usage.cache_write_1h else "5m"), "recorded"
+    written = newest_with(usages, CACHE_WRITE)  # (Codex records none: every usage is looked at)
+    if written is not None:
+        return ("1h" if usages[written].cache_write_1h else "5m"), "recorded"
     if default_ttl:
         return ("1h" if default_ttl >= 3600 else "5m"), "model"
-    if any(u.cache_read for u in usages):
+    if newest_with(usages, CACHE_READ) is not None:
         return "5m", "model"
     return None
 
