@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -282,6 +283,20 @@ def compacting(tmp_path_factory):
         size *= 1.5
 
 
+def grown_in_steps(lines: list[bytes], compactions: list[int], path) -> Iterator[tuple[int, int]]:
+    """``path`` written with ``lines`` up to a little after the first of their ``compactions``
+    and measured as from scratch, then grown across the next two in steps: after each, the
+    lines it had and the lines it has."""
+    first, second, third = compactions[:3]
+    cuts = [first + 60, first + 200, second + 30, second + 120, third + 5, len(lines)]
+    path.write_bytes(b"".join(lines[:cuts[0]]))
+    assert report(path) == fresh(path)
+    for before, cut in itertools.pairwise(cuts):
+        with open(path, "ab") as fh:
+            fh.write(b"".join(lines[before:cut]))
+        yield before, cut
+
+
 class Revived:
     """Counts the nodes a run takes back from the memo."""
 
@@ -298,27 +313,20 @@ class Revived:
         monkeypatch.setattr(claude_code, "revive", revive)
 
 
-def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compaction(compacting, tmp_path,
-                                                                                    monkeypatch):
+def test_a_compacted_session_resumed_reads_no_node_from_before_its_last_compaction(compacting, tmp_path):
     """A run that resumes a grown session takes what the lines before the last compaction it
     found give from the memo, not their nodes: across a new compaction, from a section
     appended before it, and after the memo was written anew for another count. Each run
     measures as from scratch."""
     source, boundaries = compacting
     lines = lines_of(source)
-    first, second, third = boundaries[:3]
     path = tmp_path / "grown.jsonl"
-    cuts = [first + 60, first + 200, second + 30, second + 120, third + 5, len(lines)]
-    path.write_bytes(b"".join(lines[:cuts[0]]))
-    assert report(path) == fresh(path)
-    settled = first
-    for before, cut in itertools.pairwise(cuts):
-        with open(path, "ab") as fh:
-            fh.write(b"".join(lines[before:cut]))
-        revived = Revived(monkeypatch)
-        again = report(path)
+    settled = boundaries[0]
+    for before, cut in grown_in_steps(lines, boundaries, path):
+        with pytest.MonkeyPatch.context() as patch:  # (the folders the tests are given stay patched)
+            revived = Revived(patch)
+            again = report(path)
         assert revived.count <= before - settled  # the lines read before, from the last compaction then
-        monkeypatch.undo()
         assert again == fresh(path)
         settled = max(b for b in boundaries if b < cut)
     assert report(path, model="gpt-4") == fresh(path, model="gpt-4")  # counted otherwise: written anew
@@ -503,12 +511,15 @@ def fresh_of(path, lines: list[bytes]) -> dict:
 
 
 @pytest.mark.parametrize("lean", [False, True], ids=["as-sized", "dicts-and-mapped"])
-@pytest.mark.parametrize("path", [p for p in ALL_INPUTS if b'"compact_boundary"' in p.read_bytes()
+@pytest.mark.parametrize("path", [p for p in ALL_INPUTS if (b'"compact_boundary"' in p.read_bytes()
+                                                            or p.parent.name == "codex")
                                   and len(lines_of(p)) > SNIFF_RECORDS], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_compacted_input_grown_line_by_line_measures_as_from_scratch(path, tmp_path, monkeypatch, lean):
     """Each line appended, the run resumes the memo and measures as from scratch; ``lean``:
     with the chain kept in dicts and the memo mapped, as a long session's are, on real
-    transcripts too (their sizes alone would take neither path)."""
+    transcripts too (their sizes alone would take neither path). Every Codex rollout too
+    (replacement histories, a local compaction, images their UI events copy, a rollback,
+    other agents' messages: the real and the hand-made ones)."""
     if lean:
         from lookout_cli.formats import claude_chain
 
@@ -655,22 +666,6 @@ def test_a_last_line_measured_without_its_newline_still_lets_the_next_run_resume
 
 
 # --- Codex rollouts -----------------------------------------------------------------------------
-@pytest.mark.parametrize("path", [p for p in ALL_INPUTS if p.parent.name == "codex" and len(lines_of(p)) > SNIFF_RECORDS],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_every_codex_input_grown_line_by_line_measures_as_from_scratch(path, tmp_path):
-    """A rollout's lines keep their items too: each line appended, the run resumes the memo and
-    measures as from scratch (replacement histories, a local compaction, images their UI
-    events copy, a rollback, other agents' messages: the real and the hand-made rollouts)."""
-    lines = lines_of(path)
-    copy = tmp_path / path.name
-    copy.write_bytes(b"".join(lines[:SNIFF_RECORDS]))
-    report(copy)
-    for line in lines[SNIFF_RECORDS:]:
-        with open(copy, "ab") as fh:
-            fh.write(line)
-        assert report(copy) == fresh(copy)
-
-
 @pytest.fixture(scope="module")
 def rollout(tmp_path_factory):
     """A rollout in the real shape, which compacts where Codex does (a local compaction, which
@@ -702,14 +697,8 @@ def test_a_grown_rollout_reads_only_its_new_lines_and_what_its_last_compaction_c
     another count, each run measures as from scratch."""
     source, compactions = rollout
     lines = lines_of(source)
-    first, second, third = compactions[:3]
     path = tmp_path / "rollout.jsonl"
-    cuts = [first + 60, first + 200, second + 30, second + 120, third + 5, len(lines)]
-    path.write_bytes(b"".join(lines[:cuts[0]]))
-    assert report(path) == fresh(path)
-    for before, cut in itertools.pairwise(cuts):
-        with open(path, "ab") as fh:
-            fh.write(b"".join(lines[before:cut]))
+    for before, cut in grown_in_steps(lines, compactions, path):
         with pytest.MonkeyPatch.context() as patch:  # (the folders the tests are given stay patched)
             parses = Parses(patch)
             again = report(path)

@@ -202,7 +202,7 @@ class Scan:
     compactions: list | None = None
     last_timestamp: str | None = None
     event_images: dict | None = None  # data URL -> event_msg user_message records listing it
-    settle: tuple | None = None  # where the scan stood before the last compaction (``Scanner.before``)
+    settle: tuple | None = None  # where the scan stood once it read the last compaction (``Scanner.settle_point``)
 
 
 def message_texts(payload: dict) -> list[str]:
@@ -281,9 +281,9 @@ class Builder:
     """Turns history entries into view items, numbering messages and turns. With a line memo
     (``meter.line_memo``: a measure of a file), a line's items (those of every entry it holds)
     are taken from it when a line with its bytes gave them before, and kept for the next run;
-    not those that depend on more than their line: entries a local compaction carried (the
-    compaction cuts their text), an image whose UI events copy it (``Adapter.copies``), the
-    lines before the view's last compaction (the memo knows them by their place only)."""
+    not an image whose UI events copy it (``Adapter.copies``). The user messages a local
+    compaction carries forward (their text cut by it) are taken only by a run that resumed the
+    memo from that compaction (``_lines_remembered``)."""
 
     def __init__(self, view: View, scan: Scan, memo=None) -> None:
         self.view = view
