@@ -14,6 +14,7 @@ says which file it could not write (a full disk's error names none, or the temp 
 
 from __future__ import annotations
 
+import array
 import atexit
 import contextlib
 import os
@@ -221,8 +222,8 @@ def sealed_writer(path: str | os.PathLike) -> Iterator[Callable[[Any], None]]:
 
 def _frames(value: Any) -> tuple:
     """The bytes of one value in a sealed file: its length, then what ``marshal`` makes of it. A
-    bytearray or memoryview is framed as marshal's bytes without a copy (a table of megabytes)."""
-    if isinstance(value, (bytearray, memoryview)):
+    bytearray, memoryview or array is framed as marshal's bytes without a copy (a table of megabytes)."""
+    if isinstance(value, (bytearray, memoryview, array.array)):
         data = memoryview(value).cast("B")
         head = b"s" + len(data).to_bytes(4, "little")  # marshal's bytes: a type and a length
         return (len(head) + len(data)).to_bytes(8, "little"), head, data

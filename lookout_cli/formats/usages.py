@@ -102,9 +102,11 @@ class Usages(Sequence):
     def first(self, count: int) -> Usages:
         """The first ``count`` usages, all as older ones (what a compaction settles)."""
         older = len(self.lines)
-        kept = Usages.older_of(column(self.lines[:count]), column(self.numbers[:5 * count]), self.models[:count],
-                               self.stamps[:count])
         added = self.recent[:max(0, count - older)]
+        lines, numbers = memoryview(self.lines)[:count], memoryview(self.numbers)[:5 * count]
+        if added:  # (copies, to add to; else the columns as they are, read only)
+            lines, numbers = column(lines), column(numbers)
+        kept = Usages.older_of(lines, numbers, self.models[:count], self.stamps[:count])
         for usage in added:
             kept.lines.append(usage.record.lineno)
             kept.numbers.extend((usage.input, usage.cache_write, usage.cache_read, usage.output, usage.cache_write_1h))
@@ -143,16 +145,20 @@ class Usages(Sequence):
     def older_in_order(self) -> bool:
         """Whether the older usages' lines run in file order (kept with the columns, as
         ``older_totals``: the meter finds the response after each compaction by halving then)."""
-        if self._in_order is None:
-            lines = self.lines.tolist()
-            self._in_order = lines == sorted(lines)
+        if self._in_order is None:  # (each against the next, in place: no list of ints a usage)
+            lines = self.lines
+            self._in_order = all(map(operator.le, lines, itertools.islice(lines, 1, None)))
         return self._in_order
 
     def older_totals(self) -> dict[str | None, tuple[int, ...]]:
         """``totals_by_model`` of the older usages, once worked out. Kept with the columns
         (``settled_plain``): a prompt's re-measure of a long session then adds up no column."""
         if self._totals is None:
-            self._totals = totals_by_model(self.older_figures(), self.models)
+            figures = self._figures  # (the meter's lists, when made; else the columns read in place:
+            if figures is None:      # a long Codex rollout's were 29 MB of ints)
+                numbers = memoryview(self.numbers)
+                figures = tuple(numbers[k::5] for k in range(5))
+            self._totals = totals_by_model(figures, self.models)
         return self._totals
 
 
