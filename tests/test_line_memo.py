@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
-from conftest import REPO, run_lookout
+from conftest import DATA, REPO, run_lookout
 from test_measure import ALL_INPUTS
 
 from lookout_cli.core import fsutil, paths
@@ -691,10 +691,10 @@ def carried(path) -> int:
 def test_a_grown_rollout_reads_only_its_new_lines_and_what_its_last_compaction_carries(rollout, tmp_path):
     """A run that resumes a grown rollout goes on from where the scan stood after the last
     compaction it found (the memo keeps it) and takes the items of the lines it measured
-    before from the memo, those of the user messages that compaction carries forward too: it
-    parses the new lines (and, when one is a local compaction, the messages it weighs), none
-    of the thousands before. Across new compactions, and after the memo was written anew for
-    another count, each run measures as from scratch."""
+    before from the memo: it parses the new lines and the user messages that compaction
+    carries forward (a local one: their items are built anew; when it is among the new
+    lines, it weighs them too), none of the thousands before. Across new compactions, and
+    after the memo was written anew for another count, each run measures as from scratch."""
     source, compactions = rollout
     lines = lines_of(source)
     path = tmp_path / "rollout.jsonl"
@@ -703,7 +703,7 @@ def test_a_grown_rollout_reads_only_its_new_lines_and_what_its_last_compaction_c
             parses = Parses(patch)
             again = report(path)
         crossed = any(before <= at < cut for at in compactions)  # (a compaction weighs what it carries)
-        assert 0 < parses.count <= 2 * (cut - before) + (2 * carried(path) if crossed else 0) + 1
+        assert 0 < parses.count <= 2 * (cut - before) + (2 if crossed else 1) * carried(path) + 1
         assert again == fresh(path)
     assert report(path, model="gpt-4") == fresh(path, model="gpt-4")  # counted otherwise: written anew
     with open(path, "ab") as fh:
@@ -726,3 +726,18 @@ def test_a_rollout_rewritten_by_compact_is_measured_from_its_memo_as_from_scratc
     with open(path, "ab") as fh:
         fh.write(b"".join(lines[compactions[1] + 150:compactions[1] + 170]))
     assert report(path) == fresh(path)
+
+
+def test_a_rollback_that_cuts_a_compactions_history_short_is_measured_as_from_scratch(tmp_path):
+    """Codex's rollback drops the newest turns, those a compaction's replacement history holds
+    too: the line of that history, measured whole before, gives the items left of it, not the
+    memo's."""
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes((DATA / "codex" / "compacted.jsonl").read_bytes().rstrip(b"\n") + b"\n")
+    assert report(path) == fresh(path)
+    for turns in (1, 1, 1):
+        rollback = {"timestamp": "2025-12-01T09:01:00.000Z", "type": "event_msg",
+                    "payload": {"type": "thread_rolled_back", "num_turns": turns}}
+        with open(path, "ab") as fh:
+            fh.write(json.dumps(rollback).encode() + b"\n")
+        assert report(path) == fresh(path)

@@ -203,6 +203,7 @@ class Scan:
     last_timestamp: str | None = None
     event_images: dict | None = None  # data URL -> event_msg user_message records listing it
     settle: tuple | None = None  # where the scan stood once it read the last compaction (``Scanner.settle_point``)
+    rolled_back: bool = False  # a rollback since the base: the entries of a line may be partly gone
 
 
 def message_texts(payload: dict) -> list[str]:
@@ -281,9 +282,8 @@ class Builder:
     """Turns history entries into view items, numbering messages and turns. With a line memo
     (``meter.line_memo``: a measure of a file), a line's items (those of every entry it holds)
     are taken from it when a line with its bytes gave them before, and kept for the next run;
-    not an image whose UI events copy it (``Adapter.copies``). The user messages a local
-    compaction carries forward (their text cut by it) are taken only by a run that resumed the
-    memo from that compaction (``_lines_remembered``)."""
+    not an image whose UI events copy it (``Adapter.copies``), nor those of the user messages a
+    local compaction carries forward (``_lines_remembered``)."""
 
     def __init__(self, view: View, scan: Scan, memo=None) -> None:
         self.view = view
@@ -294,10 +294,7 @@ class Builder:
         self.prev_assistant = False
         self.line = formats.OneLine()  # a compacted record holds many entries: read it once
         self.tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
-        # the lines whose items are taken from the memo, and those whose items are only kept in
-        # it: the user messages the last compaction carries forward, when the memo may not hold
-        # them as this compaction carries them
-        self.own, self.carried = _lines_remembered(scan, memo) if memo is not None else ((), ())
+        self.own = _lines_remembered(scan) if memo is not None else frozenset()  # (whose items the memo keeps)
 
     def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
         self._number(item, assistant, same_message)
@@ -335,10 +332,10 @@ class Builder:
     def _line(self, record: Record, build: Callable[..., None], *args: Any) -> None:
         """The items of ``record`` that ``build(*args)`` adds, or the memo's."""
         memo, pos = self.memo, record.lineno - 1
-        if pos not in self.own and pos not in self.carried:
+        if pos not in self.own:
             build(*args)
             return
-        known = memo.items(pos) if pos in self.own else None
+        known = memo.items(pos)
         if known is not None:
             self.reuse(record, known)
             memo.keep(pos, known)
@@ -623,29 +620,25 @@ class Builder:
             )
 
 
-def _lines_remembered(scan: Scan, memo) -> tuple[set[int], set[int]]:
+def _lines_remembered(scan: Scan) -> set[int]:
     """The positions of the lines whose items a line memo gives and keeps: from the scan's last
-    compaction on, those whose entries are their own, one after the other, and the setup's
-    line; and the lines whose entries that compaction carries forward (a local one), when the
-    memo was resumed from that compaction (the lines before it are those it carried then).
-    Then the lines whose items it only keeps: those it carries otherwise."""
+    compaction on, those whose entries are their own (a local compaction carries messages
+    forward in its own way: their items are built each time), one after the other, and the
+    setup's line; after a rollback, not a compaction's history (it may have cut it short)."""
     start = scan.base.lineno - 1 if scan.base is not None else 0
-    from_base = memo.resumed and memo.settled is not None and memo.settled[0] == start > 0
-    own, carried, seen = set(), set(), set()
+    own, seen = set(), set()
     for _, group in itertools.groupby(scan.entries, key=lambda e: id(e.record)):
         group = list(group)
         pos = group[0].record.lineno - 1
         if pos in seen:  # (its entries apart: not one line's items)
             own.discard(pos)
-            carried.discard(pos)
-        elif all(e.rebuilt for e in group):
-            (own if from_base else carried).add(pos)
-        elif pos >= start and not any(e.rebuilt for e in group):
+        elif pos >= start and not any(e.rebuilt for e in group) \
+                and not (scan.rolled_back and group[0].path[1:2] == ("replacement_history",)):
             own.add(pos)
         seen.add(pos)
     if scan.meta_setup is not None and scan.meta_setup[0].lineno - 1 >= start:
         own.add(scan.meta_setup[0].lineno - 1)
-    return own, carried
+    return own
 
 
 def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:

@@ -200,7 +200,7 @@ class Scanner:
                 else:
                     scan.entries = self.rebuild(record, ts)
                 scan.base_has_history = history is not None
-            scan.base = record
+            scan.base, scan.rolled_back = record, False
             self.pending = Compaction(record, before=self.last_total, timestamp=ts)
             scan.compactions.append(self.pending)
             if self.items:
@@ -225,6 +225,7 @@ class Scanner:
                     self.token_count(record, *value, ts)
             elif etype == "thread_rolled_back":  # /undo-style rollback: drop the newest user turns
                 scan.entries = roll_back(scan.entries, as_int(value))
+                scan.rolled_back = True
             elif etype == "user_message":
                 for url in value:
                     scan.event_images.setdefault(url, []).append(record)

@@ -234,11 +234,12 @@ class Response:
 def first_line(view: View) -> int:
     """The first input line of the current context: the one the conversation (not the setup)
     comes from, or the last compaction's when later (a Codex compaction carries user messages
-    from lines before it; the responses between were of the context it replaced); 0 when
+    from lines before it; the responses between were of the context it replaced), or that
+    compaction's when the context holds no conversation (a rollback took it all); 0 when
     unknown."""
     lines = [i.record.lineno for i in view.items if i.record.lineno > 0 and i.kind != SETUP]
     compacted = max((c.record.lineno for c in view.compactions), default=0)
-    return max(min(lines), compacted) if lines else 0
+    return max(min(lines, default=0), compacted)
 
 
 class _Positions:
