@@ -32,6 +32,7 @@ FIGURES = [
     ("bad inputs tried", "other hostile inputs: bombs, traversals, secrets, full disks, endless lines"),
     ("kills survived", "SIGKILLs of real lookout processes, old or new state every time"),
     ("concurrent writers", "processes racing on the store, memory and token cache"),
+    ("re-measures compared", "a changed file measured with its line memo and from scratch"),
     ("known failures met", "property violations pinned by a strict xfail in the regressions file"),
 ]
 

@@ -786,6 +786,23 @@ def test_the_window_a_rollout_records_last_is_known_however_many_counts_follow_w
     assert _facts(lean.view()) == _facts(whole) and _facts(whole)[-1] == 258400
 
 
+def test_a_summary_without_codexs_prefix_carried_by_a_later_local_compaction_settles(tmp_path):
+    """A local compaction whose message lacks Codex's summary prefix reads as a person's message,
+    so the local compactions after it weigh and carry it: the lines before the last one settle
+    (the made-up summary has no line to let go of) and view as every line does."""
+    lines = _compacted_twice(history=False).splitlines(keepends=True)
+    last = max(n for n, line in enumerate(lines) if b'"type":"compacted"' in line)
+    plain = [_line(9, "compacted", {"message": "Logging and tests are done."}), _line(9, "response_item", _user("Go on")),
+             _line(9, "compacted", {"message": SUMMARY_PREFIX + "\nGoing on."})]
+    data = b"".join([*lines[:last], *plain, *lines[last:]])
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(data)
+    lean, whole = _lean(path), codex(data).view()
+    assert lean.settled is not None
+    assert _facts(lean.view()) == _facts(whole)
+    assert "Logging and tests are done." in [i.text for i in whole.items if i.extra.get("rebuilt")]
+
+
 def test_a_count_past_64_bits_before_the_last_compaction_reads_every_line(tmp_path):
     """The lines before the last compaction keep their usages' counts in 64-bit columns: a
     count past them (no real rollout has one) leaves them unsettled, and the view reads every

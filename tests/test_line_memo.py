@@ -590,6 +590,29 @@ def test_a_response_kept_across_a_compaction_is_counted_once_when_resumed(tmp_pa
     assert fresh(other)["cost"]["priced"] == again["cost"]["priced"] + 1
 
 
+def test_a_chain_that_runs_through_another_into_the_lines_before_the_compaction_reads_them(tmp_path):
+    """A line whose parent is an agent's (sidechain) line, which descends from lines before the
+    last compaction: the view walks into those lines, so it reads them (what stands for them
+    says nothing of them), and measures as from scratch."""
+    boundary = {"parentUuid": None, "logicalParentUuid": "u4", "isSidechain": False, "type": "system",
+                "subtype": "compact_boundary", "content": "Conversation compacted", "sessionId": "S",
+                "timestamp": "2026-01-01T00:00:07Z", "uuid": "u7", "compactMetadata": {"trigger": "auto"}}
+    lines = [claude_line(1, "user", "Start", None),
+             claude_line(2, "user", "Look into it", None, isSidechain=True),
+             claude_line(3, "assistant", [{"type": "text", "text": "Looked."}], 2, isSidechain=True),
+             claude_line(4, "assistant", [{"type": "text", "text": "Started."}], 1),
+             claude_line(5, "user", "Go on", 4), claude_line(6, "assistant", [{"type": "text", "text": "On."}], 5),
+             (json.dumps(boundary) + "\n").encode(),
+             claude_line(8, "user", "Summary of the start", 7, isCompactSummary=True),
+             claude_line(9, "assistant", [{"type": "text", "text": "Found more."}], 3, isSidechain=True),
+             claude_line(10, "user", "Then this", 9)]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join(lines))
+    meter, transcript = measured(path, cache=False)
+    assert to_dict(meter, str(path), None) == fresh(path)
+    assert sorted({item.record.lineno for item in transcript.view().items}) == [2, 3, 9, 10]
+
+
 def test_a_slash_command_is_read_again_when_its_expansion_follows(tmp_path):
     """A ``<command-name>`` line is a prompt when its isMeta expansion follows, a notice
     otherwise: its items depend on the next line, so the memo does not keep them."""

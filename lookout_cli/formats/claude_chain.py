@@ -534,6 +534,8 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
                 return path[::-1], pos
             path.append(pos)
             pos = parent_of(pos)
+        if settled is not None and pos is None and path and _uuids(objs[path[-1]])[1] is not None:
+            raise LookupError  # (through a line of another chain: a parent among the lines not read)
         return path[::-1], None
 
     segments: list[list[int]] = []
@@ -541,7 +543,10 @@ def build_chain(records: Sequence[Record], settled: Settled | None = None) -> Ch
     start: int | None = leaf
     live = True
     while True:
-        path, boundary = walk(start, live)
+        try:
+            path, boundary = walk(start, live)
+        except LookupError:
+            return None
         segments.append(path)
         if boundary is None or boundary in boundaries:
             break

@@ -140,7 +140,8 @@ def roll_back(entries: list, turns: int) -> list:
 def weighed(entry: Entry) -> tuple[str, int]:
     """A user message's texts, joined as Codex joins them, and what they cost (``estimate``)."""
     text = "\n".join(message_texts(entry.read()))
-    entry.record.release()
+    if entry.payload is None:  # (read from its line; a compaction's summary is made up: no line to let go of)
+        entry.record.release()
     return text, estimate(text)
 
 
