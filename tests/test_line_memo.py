@@ -593,11 +593,16 @@ def test_a_response_kept_across_a_compaction_is_counted_once_when_resumed(tmp_pa
 def test_a_chain_that_runs_through_another_into_the_lines_before_the_compaction_reads_them(tmp_path):
     """A line whose parent is an agent's (sidechain) line, which descends from lines before the
     last compaction: the view walks into those lines, so it reads them (what stands for them
-    says nothing of them), and measures as from scratch."""
+    says nothing of them), and measures as from scratch, again once the file was rewritten."""
     boundary = {"parentUuid": None, "logicalParentUuid": "u4", "isSidechain": False, "type": "system",
                 "subtype": "compact_boundary", "content": "Conversation compacted", "sessionId": "S",
                 "timestamp": "2026-01-01T00:00:07Z", "uuid": "u7", "compactMetadata": {"trigger": "auto"}}
-    lines = [claude_line(1, "user", "Start", None),
+    # (an agent's earlier work first: the format is known from the first lines, as a long
+    # session's is, and the lines before the compaction are read into a settled value)
+    earlier = [claude_line(n, "assistant" if n % 2 else "user", [{"type": "text", "text": f"Step {n}."}]
+                           if n % 2 else f"Do step {n}", n - 1 if n > 11 else None, isSidechain=True)
+               for n in range(11, 11 + SNIFF_RECORDS)]
+    lines = [*earlier, claude_line(1, "user", "Start", None),
              claude_line(2, "user", "Look into it", None, isSidechain=True),
              claude_line(3, "assistant", [{"type": "text", "text": "Looked."}], 2, isSidechain=True),
              claude_line(4, "assistant", [{"type": "text", "text": "Started."}], 1),
@@ -610,7 +615,15 @@ def test_a_chain_that_runs_through_another_into_the_lines_before_the_compaction_
     path.write_bytes(b"".join(lines))
     meter, transcript = measured(path, cache=False)
     assert to_dict(meter, str(path), None) == fresh(path)
-    assert sorted({item.record.lineno for item in transcript.view().items}) == [2, 3, 9, 10]
+    shown = len(earlier)
+    assert sorted({item.record.lineno - shown for item in transcript.view().items}) == [2, 3, 9, 10]
+    # measured with the memo, then written anew: the lines read again have no digest in it
+    # (read into a settled value first), and give no one of them their items
+    assert report(path) == fresh(path)
+    replaced = tmp_path / "replaced.jsonl"
+    replaced.write_bytes(b"".join([*lines[:-1], claude_line(10, "user", "Then that instead", 9)]))
+    os.replace(replaced, path)
+    assert report(path) == fresh(path)
 
 
 def test_a_slash_command_is_read_again_when_its_expansion_follows(tmp_path):

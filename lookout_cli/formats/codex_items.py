@@ -18,6 +18,7 @@ from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import Record, loads_to_read
 from lookout_cli.formats import interned
 from lookout_cli.formats.view import (
+    EXTRA,
     IMAGE,
     NOTICE,
     SETUP,
@@ -282,8 +283,9 @@ class Builder:
     """Turns history entries into view items, numbering messages and turns. With a line memo
     (``meter.line_memo``: a measure of a file), a line's items (those of every entry it holds)
     are taken from it when a line with its bytes gave them before, and kept for the next run;
-    not an image whose UI events copy it (``Adapter.copies``), nor those of the user messages a
-    local compaction carries forward (``_lines_remembered``)."""
+    not an image whose UI events copy it (``Adapter.copies``). The user messages a local
+    compaction carries forward (their text cut by it) are taken only by a run that resumed the
+    memo from that compaction (``_lines_remembered``)."""
 
     def __init__(self, view: View, scan: Scan, memo=None) -> None:
         self.view = view
@@ -294,7 +296,9 @@ class Builder:
         self.prev_assistant = False
         self.line = formats.OneLine()  # a compacted record holds many entries: read it once
         self.tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
-        self.own = _lines_remembered(scan) if memo is not None else frozenset()  # (whose items the memo keeps)
+        # the lines whose items are taken from the memo (whether as a compaction carried them), and
+        # those whose items are only kept in it
+        self.own, self.carried = _lines_remembered(scan, memo) if memo is not None else ({}, ())
 
     def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
         self._number(item, assistant, same_message)
@@ -332,11 +336,11 @@ class Builder:
     def _line(self, record: Record, build: Callable[..., None], *args: Any) -> None:
         """The items of ``record`` that ``build(*args)`` adds, or the memo's."""
         memo, pos = self.memo, record.lineno - 1
-        if pos not in self.own:
+        if pos not in self.own and pos not in self.carried:
             build(*args)
             return
-        known = memo.items(pos)
-        if known is not None:
+        known = memo.items(pos) if pos in self.own else None
+        if known is not None and _carried(known) == self.own[pos]:  # (else kept as the other kind)
             self.reuse(record, known)
             memo.keep(pos, known)
             return
@@ -620,25 +624,42 @@ class Builder:
             )
 
 
-def _lines_remembered(scan: Scan) -> set[int]:
+def _carried(packed: list[tuple]) -> bool:
+    """Whether a line's packed items are those of messages a compaction carried forward."""
+    return any(values[EXTRA] is not None and values[EXTRA].get("rebuilt") for values in packed)
+
+
+def _lines_remembered(scan: Scan, memo) -> tuple[dict[int, bool], set[int]]:
     """The positions of the lines whose items a line memo gives and keeps: from the scan's last
-    compaction on, those whose entries are their own (a local compaction carries messages
-    forward in its own way: their items are built each time), one after the other, and the
-    setup's line; after a rollback, not a compaction's history (it may have cut it short)."""
+    compaction on, those whose entries are their own, one after the other, and the setup's
+    line; and those whose entries that compaction carries forward (a local one), when the memo
+    was resumed from that compaction (the items kept of them then are as it carries them),
+    each said to be carried or not (items kept as the other kind are not taken). Then the
+    lines whose items it only keeps: those it carries otherwise. After a rollback, not a
+    compaction's history (it may have cut it short)."""
     start = scan.base.lineno - 1 if scan.base is not None else 0
-    own, seen = set(), set()
+    from_base = memo.resumed and memo.settled is not None and memo.settled[0] == start > 0
+    own: dict[int, bool] = {}
+    carried, seen = set(), set()
     for _, group in itertools.groupby(scan.entries, key=lambda e: id(e.record)):
         group = list(group)
         pos = group[0].record.lineno - 1
         if pos in seen:  # (its entries apart: not one line's items)
-            own.discard(pos)
-        elif pos >= start and not any(e.rebuilt for e in group) \
-                and not (scan.rolled_back and group[0].path[1:2] == ("replacement_history",)):
-            own.add(pos)
+            own.pop(pos, None)
+            carried.discard(pos)
+        elif scan.rolled_back and group[0].path[1:2] == ("replacement_history",):
+            pass
+        elif all(e.rebuilt for e in group) and pos < start:
+            if from_base:
+                own[pos] = True
+            else:
+                carried.add(pos)
+        elif pos >= start and not any(e.rebuilt for e in group):
+            own[pos] = False
         seen.add(pos)
     if scan.meta_setup is not None and scan.meta_setup[0].lineno - 1 >= start:
-        own.add(scan.meta_setup[0].lineno - 1)
-    return own
+        own[scan.meta_setup[0].lineno - 1] = False
+    return own, carried
 
 
 def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:

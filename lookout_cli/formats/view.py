@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ASSISTANT_ROLES", "IMAGE", "KINDS", "NOTE_TITLE", "NOTICE", "SETUP", "SETUP_PARTS", "SUMMARY", "TEXT",
     "THINKING", "TOOL_CALL", "TOOL_RESULT", "ImageRef", "Item", "Usage", "Compaction", "View", "arguments",
-    "NO_EXTRA", "PROMPT", "pack", "unpack", "has_prompt",
+    "NO_EXTRA", "PROMPT", "EXTRA", "pack", "unpack", "has_prompt",
 ]
 
 # The ``extra`` of an item that is only read from now on and has none: one read-only mapping
@@ -171,6 +171,7 @@ def arguments(call: Item) -> dict:
 
 
 PROMPT = 10  # where ``prompt`` sits in a packed item
+EXTRA = 11  # ... and ``extra``
 
 
 def pack(item: Item) -> tuple:

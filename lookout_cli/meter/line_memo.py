@@ -316,6 +316,7 @@ class LineMemo:
                     data = bytes(part.digests)
                     keys = (data[n:n + DIGEST_BYTES] for n in range(0, len(data), DIGEST_BYTES))
                     self._nodes.update((key, kept) for key, kept in zip(keys, part.read_nodes()) if kept is not None)
+                self._nodes.pop(_NO_DIGEST, None)
             except (ValueError, EOFError, TypeError):
                 self._nodes, self._parts = {}, []
         if not self._nodes:
@@ -343,6 +344,7 @@ class LineMemo:
                 for part in self._parts:
                     for pos, packed in part.items():
                         self._items[digests[pos * DIGEST_BYTES:(pos + 1) * DIGEST_BYTES]] = packed
+                self._items.pop(_NO_DIGEST, None)  # (a line read into a settled value: its bytes unknown)
             except (ValueError, EOFError, TypeError):
                 self._items = {}
         self._parts = []  # read: let go of the sections
@@ -354,7 +356,8 @@ class LineMemo:
         """The packed items of line ``pos`` (0-based) if a line with its bytes gave them before."""
         if self._resumed:
             return self._items.get(pos)
-        return self._items.get(self._digest(pos))
+        digest = self._digest(pos)
+        return self._items.get(digest) if digest != _NO_DIGEST else None
 
     def _digest(self, pos: int) -> bytes:
         at = (pos - self._first) * DIGEST_BYTES
