@@ -296,9 +296,9 @@ class Builder:
         self.prev_assistant = False
         self.line = formats.OneLine()  # a compacted record holds many entries: read it once
         self.tools = {e.facts[CALL_ID]: e.facts[CALL_NAME] for e in scan.entries if e.facts[CALL_NAME] is not None}
-        # the lines whose items are taken from the memo (whether as a compaction carried them), and
+        # the lines whose items are taken from the memo (True: as a compaction carried them), and
         # those whose items are only kept in it
-        self.own, self.carried = _lines_remembered(scan, memo) if memo is not None else ({}, ())
+        self.taken, self.kept = _lines_remembered(scan, memo) if memo is not None else ({}, ())
 
     def add(self, item: Item, assistant: bool, same_message: bool = False) -> Item:
         self._number(item, assistant, same_message)
@@ -336,11 +336,11 @@ class Builder:
     def _line(self, record: Record, build: Callable[..., None], *args: Any) -> None:
         """The items of ``record`` that ``build(*args)`` adds, or the memo's."""
         memo, pos = self.memo, record.lineno - 1
-        if pos not in self.own and pos not in self.carried:
+        if pos not in self.taken and pos not in self.kept:
             build(*args)
             return
-        known = memo.items(pos) if pos in self.own else None
-        if known is not None and _carried(known) == self.own[pos]:  # (else kept as the other kind)
+        known = memo.items(pos) if pos in self.taken else None
+        if known is not None and _carried(known) == self.taken[pos]:  # (else kept as the other kind)
             self.reuse(record, known)
             memo.keep(pos, known)
             return
@@ -639,27 +639,27 @@ def _lines_remembered(scan: Scan, memo) -> tuple[dict[int, bool], set[int]]:
     compaction's history (it may have cut it short)."""
     start = scan.base.lineno - 1 if scan.base is not None else 0
     from_base = memo.resumed and memo.settled is not None and memo.settled[0] == start > 0
-    own: dict[int, bool] = {}
-    carried, seen = set(), set()
+    taken: dict[int, bool] = {}
+    kept, seen = set(), set()
     for _, group in itertools.groupby(scan.entries, key=lambda e: id(e.record)):
         group = list(group)
         pos = group[0].record.lineno - 1
         if pos in seen:  # (its entries apart: not one line's items)
-            own.pop(pos, None)
-            carried.discard(pos)
+            taken.pop(pos, None)
+            kept.discard(pos)
         elif scan.rolled_back and group[0].path[1:2] == ("replacement_history",):
             pass
         elif all(e.rebuilt for e in group) and pos < start:
             if from_base:
-                own[pos] = True
+                taken[pos] = True
             else:
-                carried.add(pos)
+                kept.add(pos)
         elif pos >= start and not any(e.rebuilt for e in group):
-            own[pos] = False
+            taken[pos] = False
         seen.add(pos)
     if scan.meta_setup is not None and scan.meta_setup[0].lineno - 1 >= start:
-        own[scan.meta_setup[0].lineno - 1] = False
-    return own, carried
+        taken[scan.meta_setup[0].lineno - 1] = False
+    return taken, kept
 
 
 def _output_text(output: Any, path: tuple, images: list) -> tuple[str, str, bool]:
