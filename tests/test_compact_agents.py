@@ -63,13 +63,7 @@ def test_claude_code_resumes_a_long_turn_compacted_inside(tmp_path):
 
 
 def test_codex_resumes_the_real_rollout_compacted_inside_its_turn(tmp_path):
-    small = tmp_path / "c.jsonl"
-    _force(CODEX_REAL, small)
-    before = run_codex(tmp_path / "a", session=CODEX_REAL)
-    after = run_codex(tmp_path / "b", session=small)
-    for run in (before, after):
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert not [e for e in codex_events(run) if e.get("type") in ("error", "turn.failed")]
+    before, after = _codex_resumes(CODEX_REAL, tmp_path)
     assert _size(after.last_request_body()) <= 0.4 * _size(before.last_request_body())
     items = after.last_request_body()["input"]
     texts = after.request_texts()
@@ -81,8 +75,25 @@ def test_codex_resumes_the_real_rollout_compacted_inside_its_turn(tmp_path):
     def developer(body):
         return sum(1 for i in body["input"] if isinstance(i, dict) and i.get("role") == "developer")
     assert developer(after.last_request_body()) == developer(before.last_request_body())
+    assert _calls_paired(items)
+
+
+def _codex_resumes(rollout, tmp_path):
+    """The real Codex resumed on ``rollout`` as it is and as ``compact --force`` left it: each
+    run ends with no error (the two runs, to compare their requests)."""
+    small = tmp_path / "c.jsonl"
+    _force(rollout, small)
+    runs = run_codex(tmp_path / "a", session=rollout), run_codex(tmp_path / "b", session=small)
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert not [e for e in codex_events(run) if e.get("type") in ("error", "turn.failed")]
+    return runs
+
+
+def _calls_paired(items: list) -> bool:
+    """Whether every function call of a Codex request has its output, and no output lacks its call."""
     calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
-    assert calls == {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    return calls == {i["call_id"] for i in items if i.get("type") == "function_call_output"}
 
 
 def test_codex_resumes_a_long_rollout_compacted_again(tmp_path):
@@ -96,18 +107,10 @@ def test_codex_resumes_a_long_rollout_compacted_again(tmp_path):
     rollout = tmp_path / "r.jsonl"
     generate(rollout, "codex", 3, shape="real")
     assert rollout.read_bytes().count(b'"type":"compacted"') >= 1
-    small = tmp_path / "c.jsonl"
-    _force(rollout, small)
-    before = run_codex(tmp_path / "a", session=rollout)
-    after = run_codex(tmp_path / "b", session=small)
-    for run in (before, after):
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert not [e for e in codex_events(run) if e.get("type") in ("error", "turn.failed")]
+    before, after = _codex_resumes(rollout, tmp_path)
     assert _size(after.last_request_body()) <= 0.25 * _size(before.last_request_body())
     assert after.request_texts()[0].startswith(CODEX_SUMMARY)
-    items = after.last_request_body()["input"]
-    calls = {i["call_id"] for i in items if i.get("type") == "function_call"}
-    assert calls == {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    assert _calls_paired(after.last_request_body()["input"])
 
 
 def _ccusage(tmp_path, session) -> dict:

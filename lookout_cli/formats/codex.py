@@ -106,7 +106,7 @@ class Adapter(formats.Adapter):
 
     def settled(self, transcript: formats.Transcript, known: int = 0) -> tuple[int, Any] | None:
         scan = self._view_scan(transcript)
-        if scan.settle is None or scan.settle[0].lineno - 1 == known:  # none, or the memo holds it
+        if scan.settle is None or scan.settle.record.lineno - 1 == known:  # none, or the memo holds it
             return None
         value = settled_value(scan)
         return (value[0], value) if value is not None else None

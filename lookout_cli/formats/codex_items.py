@@ -203,7 +203,7 @@ class Scan:
     compactions: list | None = None
     last_timestamp: str | None = None
     event_images: dict | None = None  # data URL -> event_msg user_message records listing it
-    settle: tuple | None = None  # where the scan stood once it read the last compaction (``Scanner.settle_point``)
+    settle: Any = None  # where the scan stood once it read the last compaction (``codex_scan.SettlePoint``)
     rolled_back: bool = False  # a rollback since the base: the entries of a line may be partly gone
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from lookout_cli.core.dataclass import dataclass
 from lookout_cli.core.hashing import sha256
 from lookout_cli.core.jsonl import (
     FIELDS_BYTES,
@@ -169,6 +170,26 @@ def rebuild_local(entries: list, record: Record | Line, ts: str | None, message:
     return setup + users + [summary]
 
 
+@dataclass(slots=True)
+class SettlePoint:
+    """A scan's state once it has read a compaction (``Scanner.settle_point``): the history
+    that compaction left, how many usages and compactions came up to it, and the rest."""
+
+    record: Record  # the compaction's
+    entries: list
+    usages: int
+    compactions: int
+    base_has_history: bool
+    session_id: str | None
+    cwd: str | None
+    model: str | None
+    meta_setup: tuple | None
+    last_timestamp: str | None
+    event_images: dict
+    last_key: bytes | tuple | None
+    last_total: int | None
+
+
 class Scanner:
     """``Adapter._scan``'s reading of a rollout's lines, one at a time and in order (``read``):
     what the view is built from (``scan``) and where the reading stands. Without ``items``,
@@ -270,13 +291,14 @@ class Scanner:
         record.release()
         return rebuild_local(self.scan.entries, record, ts, message)
 
-    def settle_point(self, record: Record) -> tuple | None:
+    def settle_point(self, record: Record) -> SettlePoint | None:
         """Where this scan stands once it has read ``record``, a compaction: what a scan that
         goes on from the line after starts from (``settled_value``)."""
         scan = self.scan
-        return (record, list(scan.entries), len(scan.usages), len(scan.compactions), scan.base_has_history,
-                scan.session_id, scan.cwd, scan.model, scan.meta_setup, scan.last_timestamp,
-                {url: list(events) for url, events in scan.event_images.items()}, self.last_key, self.last_total)
+        return SettlePoint(record, list(scan.entries), len(scan.usages), len(scan.compactions), scan.base_has_history,
+                           scan.session_id, scan.cwd, scan.model, scan.meta_setup, scan.last_timestamp,
+                           {url: list(events) for url, events in scan.event_images.items()},
+                           self.last_key, self.last_total)
 
     def going_on(self) -> Scanner:
         """A scanner that reads on from here, this one left as it is (a view is built again
@@ -300,9 +322,10 @@ def settled_value(scan: Scan) -> tuple | None:
     ``_Columns.usages`` keeps them), what they add up to, the compactions up to it, then the
     history it left and the rest of the scan's state. None when there is none, or a count is
     past 64 bits (the lines keep their nodes)."""
-    if scan.settle is None:
+    point = scan.settle
+    if point is None:
         return None
-    record, entries, count, compactions, has_history, sid, cwd, model, meta, stamp, images, key, total = scan.settle
+    count = point.usages
     usages = scan.usages if type(scan.usages) is Usages else Usages(list(scan.usages))
     older = len(usages.lines)
     split = next((n for n in range(count - 1, older - 1, -1) if usages[n].context_window), count)
@@ -312,14 +335,16 @@ def settled_value(scan: Scan) -> tuple | None:
         return None
     recent = tuple((u.record.lineno, u.input, u.cache_write, u.cache_read, u.output, u.cache_write_1h, u.model,
                     u.timestamp, u.context_window) for u in usages[split:count])
-    history = tuple((e.record.lineno - 1, e.path, e.facts, e.ts, e.payload, e.rebuilt, e.truncated) for e in entries)
-    rest = (history, has_history, sid, cwd, model, None if meta is None else (meta[0].lineno - 1, *meta[1:]), stamp,
-            {url: tuple(r.lineno - 1 for r in events) for url, events in images.items()},
-            None if key is None else _key_digest(key), total)
-    return (record.lineno - 1, kept.lines, kept.numbers, tuple(kept.models), tuple(kept.stamps),
+    meta = point.meta_setup
+    rest = (tuple((e.record.lineno - 1, e.path, e.facts, e.ts, e.payload, e.rebuilt, e.truncated) for e in point.entries),
+            point.base_has_history, point.session_id, point.cwd, point.model,
+            None if meta is None else (meta[0].lineno - 1, *meta[1:]), point.last_timestamp,
+            {url: tuple(r.lineno - 1 for r in events) for url, events in point.event_images.items()},
+            None if point.last_key is None else _key_digest(point.last_key), point.last_total)
+    compactions = scan.compactions[:point.compactions]
+    return (point.record.lineno - 1, kept.lines, kept.numbers, tuple(kept.models), tuple(kept.stamps),
             kept.older_totals(), kept.older_in_order(), recent,
-            tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in scan.compactions[:compactions]),
-            rest)
+            tuple((c.record.lineno - 1, c.before, c.after, c.timestamp, c.trigger) for c in compactions), rest)
 
 
 def going_on_from(kept: Sequence, records: Sequence[Record]) -> tuple[int, Scanner] | None:
